@@ -1,0 +1,310 @@
+/**
+ * `Skipq`: the handle an application holds. It owns (or borrows) a pg pool
+ * and a schema, and enqueues jobs — alone, in bulk, or inside the caller's
+ * own transaction so the job commits or rolls back with their data.
+ * Invariant: every argument is validated before any SQL is sent.
+ */
+import type pg from "pg";
+import { ValidationError } from "./errors.js";
+import { type JobDefinition, type PayloadOf, validatePayload } from "./job.js";
+import { defaultLogger, type Logger } from "./logger.js";
+import { type MigrateResult, migrate } from "./migrate.js";
+import { createPool } from "./pool.js";
+import { type JobStatements, jobStatements, type Statement } from "./sql/jobs.js";
+import {
+  assertDate,
+  assertInt,
+  assertName,
+  assertSchema,
+  type Duration,
+  encodePayload,
+  quoteIdent,
+  toMs,
+} from "./validate.js";
+import { Worker, type WorkerOptions } from "./worker.js";
+
+/** Anything with node-postgres's `query(config)`: a Pool, a Client, a PoolClient, or a driver adapter. */
+export interface Queryable {
+  // biome-ignore lint/suspicious/noExplicitAny: rows are typed by each caller.
+  query(config: { text: string; values?: unknown[]; name?: string }): Promise<{ rows: any[]; rowCount: number | null }>;
+}
+
+export interface SkipqOptions {
+  /** PostgreSQL connection string; skipq creates and owns a pool. Default: `DATABASE_URL`. */
+  connectionString?: string;
+  /** An existing pg pool to use instead (skipq never ends it). */
+  pool?: pg.Pool;
+  /** Size of the pool skipq creates. Default 10. */
+  poolSize?: number;
+  /** Schema holding skipq's tables. Default "skipq". */
+  schema?: string;
+  /** Largest encoded payload accepted, in bytes. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** Use named prepared statements on the hot path. Turn off behind PgBouncer < 1.21 in transaction mode. Default true. */
+  preparedStatements?: boolean;
+  /** pino-compatible logger. Default: warnings and errors as JSON on stderr. */
+  logger?: Logger;
+}
+
+export interface EnqueueOptions {
+  /** Queue name. Default: the job definition's queue, else "default". */
+  queue?: string;
+  /** Higher runs first, -32768..32767. Default: the definition's, else 0. */
+  priority?: number;
+  /** Attempts before the job is dead. Default: the definition's, else 10. */
+  maxAttempts?: number;
+  /** Run no earlier than this time (compared with the database clock). */
+  runAt?: Date;
+  /** Run no earlier than this long from now (database clock), e.g. "10s". Not with runAt. */
+  delay?: Duration;
+  /** At most one job per (queue, idempotencyKey): a repeat returns the existing job. */
+  idempotencyKey?: string;
+}
+
+export interface EnqueueResult {
+  /** The job's id (a bigint, as a string). */
+  id: string;
+  /** False when an existing job with the same idempotency key was returned instead. */
+  created: boolean;
+}
+
+export type JobRef<P> = JobDefinition<P> | string;
+
+export interface BulkItem<P = unknown> extends EnqueueOptions {
+  job: JobRef<P>;
+  payload: P;
+}
+
+interface Row {
+  i: number;
+  queue: string;
+  kind: string;
+  payload: string;
+  priority: number;
+  maxAttempts: number;
+  runAt: string | null;
+  delayMs: number;
+  key: string | null;
+}
+
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+const BULK_CHUNK = 5000;
+
+export class Skipq {
+  readonly schema: string;
+  /** The quoted schema, safe to splice into SQL. */
+  readonly schemaSql: string;
+  /** NOTIFY channel for this schema; notifications carry the queue name only. */
+  readonly channel: string;
+  readonly pool: pg.Pool;
+  readonly connectionString: string | undefined;
+  readonly maxPayloadBytes: number;
+  readonly preparedStatements: boolean;
+  readonly logger: Logger;
+  /** @internal */
+  readonly sql: JobStatements;
+  private readonly ownsPool: boolean;
+
+  constructor(options: SkipqOptions = {}) {
+    this.schema = assertSchema(options.schema ?? "skipq");
+    this.schemaSql = quoteIdent(this.schema);
+    this.channel = `skipq:${this.schema}`;
+    this.maxPayloadBytes = assertInt(
+      "maxPayloadBytes",
+      options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD,
+      2,
+      256 * 1024 * 1024,
+    );
+    this.preparedStatements = options.preparedStatements ?? true;
+    this.logger = options.logger ?? defaultLogger;
+    this.sql = jobStatements(this.schemaSql, this.schema);
+    this.connectionString = options.connectionString ?? (options.pool ? undefined : process.env.DATABASE_URL);
+    if (options.pool) {
+      this.pool = options.pool;
+      this.ownsPool = false;
+    } else {
+      if (!this.connectionString) {
+        throw new ValidationError(
+          "no database: pass connectionString or pool, or set DATABASE_URL (e.g. postgres://user@127.0.0.1:5432/db)",
+        );
+      }
+      this.pool = createPool(this.connectionString, options.poolSize ?? 10, this.logger, "skipq");
+      this.ownsPool = true;
+    }
+  }
+
+  /** Applies pending migrations; safe from many processes at once. */
+  migrate(): Promise<MigrateResult> {
+    return migrate(this.pool, this.schema);
+  }
+
+  /** Enqueue one job. */
+  enqueue<J extends JobRef<unknown>>(job: J, payload: PayloadOf<J>, options?: EnqueueOptions): Promise<EnqueueResult> {
+    return this.enqueueTx(this.pool, job, payload, options);
+  }
+
+  /** Enqueue one job inside the caller's transaction: it exists if and only if that transaction commits. */
+  async enqueueTx<J extends JobRef<unknown>>(
+    tx: Queryable,
+    job: J,
+    payload: PayloadOf<J>,
+    options: EnqueueOptions = {},
+  ): Promise<EnqueueResult> {
+    const row = await this.prepare(job as JobRef<unknown>, payload, options, 0);
+    const { rows } = await tx.query(
+      this.statement(this.sql.jobInsert, [
+        row.queue,
+        row.kind,
+        row.payload,
+        row.priority,
+        row.maxAttempts,
+        row.runAt,
+        row.delayMs,
+        row.key,
+        this.channel,
+      ]),
+    );
+    if (rows[0]) return { id: rows[0].id, created: true };
+    const existing = await tx.query(this.statement(this.sql.jobFindByKey, [row.queue, row.key]));
+    if (!existing.rows[0]) {
+      // The conflicting job was deleted between the two statements (pruned); try once more.
+      return this.enqueueTx(tx, job, payload, options);
+    }
+    return { id: existing.rows[0].id, created: false };
+  }
+
+  /** Enqueue many jobs: one round trip per 5,000, all or nothing. Results are in input order. */
+  async enqueueMany(items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
+    const rows = await this.prepareMany(items);
+    if (rows.length <= BULK_CHUNK) return this.insertRows(this.pool, rows);
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const results = await this.insertRows(client, rows);
+      await client.query("COMMIT");
+      return results;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** `enqueueMany` inside the caller's transaction. */
+  async enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
+    return this.insertRows(tx, await this.prepareMany(items));
+  }
+
+  /** A worker for this schema; register handlers, then `start()`. */
+  worker(options?: WorkerOptions): Worker {
+    return new Worker(this, options);
+  }
+
+  /** Ends the pool if skipq created it. */
+  async close(): Promise<void> {
+    if (this.ownsPool) await this.pool.end();
+  }
+
+  /** @internal A statement as a pg query config, named when prepared statements are on. */
+  statement(statement: Statement, values: unknown[]): { text: string; values: unknown[]; name?: string } {
+    return this.preparedStatements
+      ? { name: statement.name, text: statement.text, values }
+      : { text: statement.text, values };
+  }
+
+  private async prepareMany(items: ReadonlyArray<BulkItem>): Promise<Row[]> {
+    if (!Array.isArray(items)) throw new TypeError("enqueueMany expects an array of { job, payload, ...options }");
+    const rows: Row[] = new Array(items.length);
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i] as BulkItem;
+      rows[i] = await this.prepare(item.job, item.payload, item, i);
+    }
+    return rows;
+  }
+
+  private async insertRows(tx: Queryable, rows: Row[]): Promise<EnqueueResult[]> {
+    const results: EnqueueResult[] = new Array(rows.length);
+    const queues = new Set<string>();
+    for (let start = 0; start < rows.length; start += BULK_CHUNK) {
+      const chunk = rows.slice(start, start + BULK_CHUNK);
+      const json = `[${chunk
+        .map(
+          (r) =>
+            `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)}}`,
+        )
+        .join(",")}]`;
+      const { rows: inserted } = await tx.query(this.statement(this.sql.jobInsertMany, [json]));
+      // Identity ids follow input order (ORDER BY i), so the n-th keyless input owns the n-th keyless id.
+      const keyless: string[] = [];
+      const byKey = new Map<string, string>();
+      inserted.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
+      for (const r of inserted) {
+        if (r.idempotency_key === null) keyless.push(r.id);
+        else byKey.set(`${r.queue}\u0000${r.idempotency_key}`, r.id);
+      }
+      let next = 0;
+      const claimedKeys = new Set<string>();
+      for (const r of chunk) {
+        if (r.runAt === null && r.delayMs === 0) queues.add(r.queue);
+        if (r.key === null) {
+          results[r.i] = { id: keyless[next++] as string, created: true };
+          continue;
+        }
+        const composite = `${r.queue}\u0000${r.key}`;
+        const id = byKey.get(composite);
+        if (id !== undefined && !claimedKeys.has(composite)) {
+          claimedKeys.add(composite);
+          results[r.i] = { id, created: true };
+        } else if (id !== undefined) {
+          results[r.i] = { id, created: false };
+        } else {
+          const existing = await tx.query(this.statement(this.sql.jobFindByKey, [r.queue, r.key]));
+          results[r.i] = { id: existing.rows[0]?.id, created: false };
+        }
+      }
+    }
+    if (queues.size > 0) await tx.query(this.statement(this.sql.queueNotify, [this.channel, [...queues]]));
+    return results;
+  }
+
+  private async prepare(job: JobRef<unknown>, payload: unknown, options: EnqueueOptions, i: number): Promise<Row> {
+    const definition = typeof job === "string" ? { kind: assertName("kind", job) } : job;
+    if (typeof definition !== "object" || definition === null || typeof definition.kind !== "string") {
+      throw new TypeError("job must be a kind string or a definition from defineJob()");
+    }
+    const def = definition as Partial<JobDefinition<unknown>> & { kind: string };
+    const value = def.schema ? await validatePayload(def, payload) : payload;
+    const queue = assertName("queue", options.queue ?? def.queue ?? "default");
+    const priority = assertInt("priority", options.priority ?? def.priority ?? 0, -32768, 32767);
+    const maxAttempts = assertInt("maxAttempts", options.maxAttempts ?? def.maxAttempts ?? 10, 1, 1_000_000);
+    if (options.runAt !== undefined && options.delay !== undefined) {
+      throw new ValidationError("pass either runAt or delay, not both");
+    }
+    const runAt = options.runAt === undefined ? null : assertDate("runAt", options.runAt).toISOString();
+    const delayMs = options.delay === undefined ? 0 : toMs("delay", options.delay);
+    let key: string | null = null;
+    if (options.idempotencyKey !== undefined) {
+      if (
+        typeof options.idempotencyKey !== "string" ||
+        options.idempotencyKey.length === 0 ||
+        options.idempotencyKey.length > 512
+      ) {
+        throw new ValidationError("idempotencyKey must be a non-empty string of at most 512 characters");
+      }
+      key = options.idempotencyKey;
+      if (key.includes("\u0000")) throw new ValidationError("idempotencyKey must not contain NUL characters");
+    }
+    return {
+      i,
+      queue,
+      kind: def.kind,
+      payload: encodePayload(value, this.maxPayloadBytes),
+      priority,
+      maxAttempts,
+      runAt,
+      delayMs,
+      key,
+    };
+  }
+}

@@ -1,0 +1,200 @@
+/**
+ * Typed library errors. Every error skipq throws on purpose is a `SkipqError`
+ * with a stable `code`, and its message says what to do. Callers branch on
+ * `code` (or `instanceof`), never on message text.
+ */
+
+export type SkipqErrorCode =
+  | "SKIPQ_INVALID_ARGUMENT"
+  | "SKIPQ_PAYLOAD_TOO_LARGE"
+  | "SKIPQ_PAYLOAD_NOT_JSON"
+  | "SKIPQ_PAYLOAD_INVALID"
+  | "SKIPQ_POOL_TOO_SMALL"
+  | "SKIPQ_UNKNOWN_KIND"
+  | "SKIPQ_SCHEMA_TOO_NEW"
+  | "SKIPQ_SCHEMA_NOT_MIGRATED"
+  | "SKIPQ_MIGRATION_FAILED"
+  | "SKIPQ_RETRY_IN"
+  | "SKIPQ_FAIL_PERMANENTLY"
+  | "SKIPQ_CANCEL"
+  | "SKIPQ_LEASE_LOST"
+  | "SKIPQ_SHUTDOWN"
+  | "SKIPQ_JOB_TIMEOUT"
+  | "SKIPQ_NOT_FOUND";
+
+export class SkipqError extends Error {
+  readonly code: SkipqErrorCode;
+  constructor(code: SkipqErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** A public API argument is out of range or malformed; nothing was written. */
+export class ValidationError extends SkipqError {
+  constructor(message: string) {
+    super("SKIPQ_INVALID_ARGUMENT", message);
+  }
+}
+
+/** The encoded payload is larger than `maxPayloadBytes`; nothing was written. */
+export class PayloadTooLargeError extends SkipqError {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      "SKIPQ_PAYLOAD_TOO_LARGE",
+      `payload is ${bytes} bytes, over the limit of ${limit} bytes; store large data elsewhere and enqueue a reference to it, or raise maxPayloadBytes`,
+    );
+  }
+}
+
+/** The payload cannot be stored as JSON without changing it; nothing was written. */
+export class PayloadNotJsonError extends SkipqError {
+  constructor(
+    readonly path: string,
+    reason: string,
+  ) {
+    super("SKIPQ_PAYLOAD_NOT_JSON", `payload${path} ${reason}`);
+  }
+}
+
+/** A Standard Schema validator rejected the payload. */
+export class PayloadInvalidError extends SkipqError {
+  constructor(
+    readonly kind: string,
+    readonly issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<unknown> }>,
+  ) {
+    const detail = issues
+      .slice(0, 5)
+      .map((issue) => {
+        const where = issue.path?.length
+          ? issue.path
+              .map((p) => String(typeof p === "object" && p && "key" in p ? (p as { key: unknown }).key : p))
+              .join(".")
+          : "";
+        return where ? `${where}: ${issue.message}` : issue.message;
+      })
+      .join("; ");
+    super("SKIPQ_PAYLOAD_INVALID", `payload for job kind "${kind}" is invalid: ${detail}`);
+  }
+}
+
+/** The pool cannot hold the connections the worker needs. */
+export class PoolTooSmallError extends SkipqError {
+  constructor(
+    readonly needed: number,
+    readonly actual: number,
+    detail: string,
+  ) {
+    super(
+      "SKIPQ_POOL_TOO_SMALL",
+      `the pool allows ${actual} connections but this worker needs ${needed} (${detail}); raise the pool's max to at least ${needed}, lower concurrency, or let skipq create its own pool by passing connectionString`,
+    );
+  }
+}
+
+/** A claimed job has a kind no handler is registered for. Recorded on the job, never thrown to the caller. */
+export class UnknownKindError extends SkipqError {
+  constructor(
+    readonly kind: string,
+    known: readonly string[],
+  ) {
+    const hint = closest(kind, known);
+    super(
+      "SKIPQ_UNKNOWN_KIND",
+      `no handler is registered for job kind "${kind}"${hint ? ` (did you mean "${hint}"?)` : ""}; this worker handles: ${known.length ? known.join(", ") : "nothing"}`,
+    );
+  }
+}
+
+export class SchemaTooNewError extends SkipqError {
+  constructor(
+    readonly databaseVersion: number,
+    readonly codeVersion: number,
+    schema: string,
+  ) {
+    super(
+      "SKIPQ_SCHEMA_TOO_NEW",
+      `schema "${schema}" is at migration ${databaseVersion} but this skipq knows only up to ${codeVersion}; upgrade skipq in this service (a newer version already migrated the database)`,
+    );
+  }
+}
+
+export class SchemaNotMigratedError extends SkipqError {
+  constructor(
+    readonly databaseVersion: number,
+    readonly codeVersion: number,
+    schema: string,
+  ) {
+    super(
+      "SKIPQ_SCHEMA_NOT_MIGRATED",
+      `schema "${schema}" is at migration ${databaseVersion} but this skipq needs ${codeVersion}; run \`skipq migrate\` or call migrate() first`,
+    );
+  }
+}
+
+export class MigrationError extends SkipqError {
+  constructor(
+    readonly version: number,
+    readonly sqlState: string | undefined,
+    message: string,
+    cause: unknown,
+  ) {
+    super("SKIPQ_MIGRATION_FAILED", message, { cause });
+  }
+}
+
+/** Thrown by a handler: put the job back and run it again after `delayMs`, without consuming an attempt. */
+export class RetryIn extends SkipqError {
+  constructor(
+    readonly delayMs: number,
+    reason = "handler asked to retry later",
+  ) {
+    super("SKIPQ_RETRY_IN", reason);
+  }
+}
+
+/** Thrown by a handler: the job is dead at once, whatever attempts remain. */
+export class FailPermanently extends SkipqError {
+  constructor(reason: string, options?: { cause?: unknown }) {
+    super("SKIPQ_FAIL_PERMANENTLY", reason, options);
+  }
+}
+
+/** Thrown by a handler: the job ends `cancelled` and is never retried. */
+export class CancelJob extends SkipqError {
+  constructor(reason = "cancelled by its handler") {
+    super("SKIPQ_CANCEL", reason);
+  }
+}
+
+/** Levenshtein distance, small and bounded: used for "did you mean" hints. */
+export function closest(name: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(name.length / 3)) + 1;
+  for (const candidate of candidates) {
+    const d = distance(name, candidate);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+function distance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let previous = row[0] ?? 0;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const current = row[j] ?? 0;
+      row[j] = Math.min((row[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, previous + (a[i - 1] === b[j - 1] ? 0 : 1));
+      previous = current;
+    }
+  }
+  return row[b.length] ?? 0;
+}

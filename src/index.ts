@@ -1,0 +1,46 @@
+/**
+ * skipq: a durable job queue for Node.js that lives inside PostgreSQL.
+ * This is the only public entry point; everything else is internal.
+ */
+export { Admin, JOB_STATUSES, type JobRow, type JobStatus, type ListOptions, type QueueStats } from "./admin.js";
+export { type BackoffOptions, backoffBaseMs, backoffMs, defaultBackoff } from "./backoff.js";
+export {
+  type BulkItem,
+  type EnqueueOptions,
+  type EnqueueResult,
+  type JobRef,
+  type Queryable,
+  Skipq,
+  type SkipqOptions,
+} from "./client.js";
+export {
+  CancelJob,
+  FailPermanently,
+  MigrationError,
+  PayloadInvalidError,
+  PayloadNotJsonError,
+  PayloadTooLargeError,
+  PoolTooSmallError,
+  RetryIn,
+  SchemaNotMigratedError,
+  SchemaTooNewError,
+  SkipqError,
+  type SkipqErrorCode,
+  UnknownKindError,
+  ValidationError,
+} from "./errors.js";
+export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from "./job.js";
+export { defaultLogger, type Logger, silentLogger } from "./logger.js";
+export { latestVersion, type MigrateResult } from "./migrate.js";
+export type { Duration } from "./validate.js";
+export {
+  formatError,
+  type Handler,
+  type Job,
+  type JobContext,
+  type Outcome,
+  Worker,
+  type WorkerEvents,
+  type WorkerOptions,
+  type WorkerStats,
+} from "./worker.js";

@@ -1,0 +1,160 @@
+/**
+ * Versioned migrations from the numbered `.sql` files in `migrations/`.
+ *
+ * Each version runs in its own transaction together with its version row,
+ * after `pg_advisory_xact_lock` and a re-read of the current version, so any
+ * number of processes migrating at once apply each version exactly once.
+ * Failures are classified by SQLSTATE, never by message text. A database
+ * newer than this code is refused, never downgraded.
+ */
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type pg from "pg";
+import { MigrationError, SchemaNotMigratedError, SchemaTooNewError } from "./errors.js";
+import { migrationStatements } from "./sql/migrations.js";
+import { quoteIdent } from "./validate.js";
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** A breaking migration needs every worker upgraded first; marked by `-- skipq:breaking` in the file. */
+  breaking: boolean;
+  sql: string;
+}
+
+function migrationsDir(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++) {
+    const candidate = path.join(dir, "migrations");
+    if (existsSync(path.join(candidate, "0001_init.sql"))) return candidate;
+    dir = path.dirname(dir);
+  }
+  throw new Error("skipq: cannot find its migrations/ folder next to the package; reinstall skipq");
+}
+
+let cached: Migration[] | undefined;
+
+/** All migrations shipped with this version of skipq, in order. */
+export function loadMigrations(): Migration[] {
+  if (cached) return cached;
+  const dir = migrationsDir();
+  const files = readdirSync(dir)
+    .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
+    .sort();
+  cached = files.map((file, index) => {
+    const version = Number(file.slice(0, 4));
+    if (version !== index + 1) throw new Error(`skipq: migration ${file} is out of sequence (expected ${index + 1})`);
+    const sql = readFileSync(path.join(dir, file), "utf8");
+    return { version, name: file.replace(/\.sql$/, ""), breaking: /^--\s*skipq:breaking/m.test(sql), sql };
+  });
+  return cached;
+}
+
+export function latestVersion(): number {
+  return loadMigrations().length;
+}
+
+/** SQLSTATEs worth a retry of the whole version: serialization failure, deadlock. */
+const RETRYABLE = new Set(["40001", "40P01"]);
+
+const HINTS: Record<string, string> = {
+  "42501":
+    "the database user lacks privileges: run migrations as the schema owner (workers can run with DML-only rights)",
+  "3D000": "the database does not exist: create it or fix DATABASE_URL",
+  "57014": "the migration was cancelled by statement_timeout: raise it for the migrating session",
+  "25006": "the server is read-only (a replica or in recovery): point DATABASE_URL at the primary",
+  "53300": "the server has no free connections: lower pool sizes or raise max_connections",
+};
+
+export interface MigrateResult {
+  from: number;
+  to: number;
+  applied: number[];
+}
+
+/**
+ * Brings `schema` (unquoted, already validated) up to the latest version.
+ * Safe to call from many processes at once.
+ */
+export async function migrate(pool: pg.Pool, schema: string, upTo = latestVersion()): Promise<MigrateResult> {
+  const quoted = quoteIdent(schema);
+  const sql = migrationStatements(quoted);
+  const migrations = loadMigrations().filter((m) => m.version <= upTo);
+  const applied: number[] = [];
+  const client = await pool.connect();
+  let from = -1;
+  try {
+    await inTransaction(client, 0, async () => {
+      await client.query(sql.migrationLock, [schema]);
+      await client.query(sql.schemaCreate);
+      await client.query(sql.migrationTableCreate);
+    });
+    for (const migration of migrations) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await inTransaction(client, migration.version, async () => {
+            await client.query(sql.migrationLock, [schema]);
+            const current = await currentVersion(client, schema);
+            if (from < 0) from = current;
+            if (current > latestVersion()) throw new SchemaTooNewError(current, latestVersion(), schema);
+            if (current >= migration.version) return;
+            await client.query(sql.searchPathSet);
+            await client.query(migration.sql);
+            await client.query(sql.migrationRecord, [migration.version, migration.name, migration.breaking]);
+            applied.push(migration.version);
+          });
+          break;
+        } catch (error) {
+          const state = (error as { code?: string }).code;
+          if (state && RETRYABLE.has(state) && attempt < 5) continue;
+          throw error;
+        }
+      }
+    }
+    if (from < 0) from = await currentVersion(client, schema);
+    const to = await currentVersion(client, schema);
+    if (to > latestVersion()) throw new SchemaTooNewError(to, latestVersion(), schema);
+    return { from, to, applied };
+  } finally {
+    client.release();
+  }
+}
+
+async function inTransaction(client: pg.PoolClient, version: number, body: () => Promise<void>): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    await body();
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    if (error instanceof SchemaTooNewError || error instanceof MigrationError) throw error;
+    const state = (error as { code?: string }).code;
+    if (state && RETRYABLE.has(state)) throw error;
+    const hint = (state && HINTS[state]) ?? "see the cause for the database's message";
+    throw new MigrationError(
+      version,
+      state,
+      `skipq migration ${version || "setup"} failed${state ? ` (SQLSTATE ${state})` : ""}: ${(error as Error).message}; ${hint}`,
+      error,
+    );
+  }
+}
+
+/** The schema's migration version; 0 when skipq was never installed there. */
+export async function currentVersion(client: pg.ClientBase | pg.Pool, schema: string): Promise<number> {
+  const quoted = quoteIdent(schema);
+  const sql = migrationStatements(quoted);
+  const exists = await client.query<{ exists: boolean }>(sql.migrationTableExists, [`${quoted}.migrations`]);
+  if (!exists.rows[0]?.exists) return 0;
+  const { rows } = await client.query<{ version: number }>(sql.migrationCurrent);
+  return rows[0]?.version ?? 0;
+}
+
+/** Throws unless the schema is exactly at the version this code expects. */
+export async function assertSchemaCurrent(pool: pg.Pool, schema: string): Promise<void> {
+  const version = await currentVersion(pool, schema);
+  const latest = latestVersion();
+  if (version > latest) throw new SchemaTooNewError(version, latest, schema);
+  if (version < latest) throw new SchemaNotMigratedError(version, latest, schema);
+}

@@ -1,0 +1,43 @@
+/**
+ * Inspection and operator actions: show, list, count, retry, cancel, prune.
+ * None of these is on the claim path. Lists never select whole payloads.
+ * Retry and cancel touch only rows in the states they are valid for, so they
+ * never fight a worker over a running job (running jobs are cancelled through
+ * their lease: the worker's next outcome is fenced out).
+ */
+
+export function adminStatements(schema: string) {
+  const jobs = `${schema}.jobs`;
+  return {
+    jobGet: `SELECT * FROM ${jobs} WHERE id = $1`,
+    jobList: `SELECT id, queue, kind, status, priority, attempts, max_attempts, run_at, locked_by, created_at, updated_at,
+                     left(last_error, 200) AS last_error, pg_column_size(payload) AS payload_bytes
+                FROM ${jobs}
+               WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2) AND ($3::text IS NULL OR kind = $3)
+                 AND ($4::bigint IS NULL OR id < $4)
+               ORDER BY id DESC LIMIT $5`,
+    queueStats: `SELECT queue,
+                        count(*) FILTER (WHERE status = 'pending')   AS pending,
+                        count(*) FILTER (WHERE status = 'pending' AND run_at > now()) AS scheduled,
+                        count(*) FILTER (WHERE status = 'running')   AS running,
+                        count(*) FILTER (WHERE status = 'completed') AS completed,
+                        count(*) FILTER (WHERE status = 'dead')      AS dead,
+                        count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+                        EXTRACT(EPOCH FROM now() - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= now())) AS oldest_pending_s
+                   FROM ${jobs} GROUP BY queue ORDER BY queue`,
+    /** Dead or cancelled → pending now, with fresh attempts. */
+    jobRetry: `UPDATE ${jobs} SET status = 'pending', attempts = 0, run_at = now(), updated_at = now(), completed_at = NULL
+                WHERE id = $1 AND status IN ('dead', 'cancelled') RETURNING id`,
+    jobRetryDead: `UPDATE ${jobs} SET status = 'pending', attempts = 0, run_at = now(), updated_at = now()
+                    WHERE status = 'dead' AND ($1::text IS NULL OR queue = $1) RETURNING id`,
+    /** Pending or running → cancelled; a running job's lease is cleared, so its worker's outcome is rejected. */
+    jobCancel: `UPDATE ${jobs} SET status = 'cancelled', lease = NULL, lease_expires_at = NULL, updated_at = now(),
+                       last_error = COALESCE(last_error, 'cancelled by an operator')
+                 WHERE id = $1 AND status IN ('pending', 'running') RETURNING id, locked_by`,
+    /** Delete up to $2 terminal jobs last touched more than $1 ms ago; statuses in $3. */
+    jobPrune: `DELETE FROM ${jobs} WHERE id IN (
+                 SELECT id FROM ${jobs}
+                  WHERE status = ANY($3::text[]) AND updated_at < now() - $1::float8 * interval '1 millisecond'
+                  LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+  } as const;
+}

@@ -1,0 +1,123 @@
+/**
+ * The claim path: every statement a worker runs, on one screen, so every lock
+ * taken is visible. Each builder takes the quoted schema and returns named
+ * statements (names are per schema, for prepared-statement caches).
+ *
+ * Invariants owned here:
+ * - a claim is one statement, from the jobs table alone, committed before any handler runs;
+ * - every transition after a claim matches `lease` (the claiming transaction's id),
+ *   so a worker whose lease expired cannot overwrite a newer holder's outcome;
+ * - all time arithmetic uses the database's now(), never a worker's clock.
+ */
+
+export interface Statement {
+  name: string;
+  text: string;
+}
+
+export function jobStatements(schema: string, tag: string) {
+  const jobs = `${schema}.jobs`;
+  const s = (name: string, text: string): Statement => ({ name: `skipq_${tag}_${name}`, text });
+  return {
+    /**
+     * Claim up to $2 runnable jobs from queues $1 for worker $3, leased for $4 ms.
+     * The CTE is MATERIALIZED so the planner cannot re-run the LIMITed select per
+     * outer row (the "claim returns more rows than LIMIT" trap). SKIP LOCKED steps
+     * over rows other claimers hold; the ORDER BY matches jobs_pending_claim.
+     */
+    jobClaimBatch: s(
+      "jobClaimBatch",
+      `WITH picked AS MATERIALIZED (
+         SELECT id FROM ${jobs}
+          WHERE status = 'pending' AND run_at <= now() AND queue = ANY($1::text[])
+          ORDER BY priority DESC, run_at, id
+          LIMIT $2
+          FOR UPDATE SKIP LOCKED)
+       UPDATE ${jobs} AS j
+          SET status = 'running', attempts = j.attempts + 1, locked_at = now(), locked_by = $3,
+              lease = pg_current_xact_id()::text::bigint,
+              lease_expires_at = now() + $4::float8 * interval '1 millisecond', updated_at = now()
+         FROM picked WHERE j.id = picked.id
+       RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease,
+                 j.run_at, j.created_at`,
+    ),
+
+    /** Record successes in one statement; returns the ids whose lease still matched. */
+    jobCompleteMany: s(
+      "jobCompleteMany",
+      `UPDATE ${jobs} AS j
+          SET status = 'completed', completed_at = now(), updated_at = now(), lease = NULL, lease_expires_at = NULL
+         FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
+        WHERE j.id = d.id AND j.lease = d.lease
+       RETURNING j.id`,
+    ),
+
+    /**
+     * Every other outcome, batched: 'retry' (back to pending after $5 ms, or dead
+     * when attempts are used up), 'snooze' and 'release' (pending again without
+     * consuming the attempt), 'dead', 'cancel'.
+     */
+    jobSettleMany: s(
+      "jobSettleMany",
+      `UPDATE ${jobs} AS j
+          SET status = CASE d.action
+                WHEN 'retry' THEN CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END
+                WHEN 'snooze' THEN 'pending' WHEN 'release' THEN 'pending'
+                WHEN 'dead' THEN 'dead' ELSE 'cancelled' END,
+              attempts = CASE WHEN d.action IN ('snooze', 'release') THEN j.attempts - 1 ELSE j.attempts END,
+              run_at = CASE WHEN d.action IN ('retry', 'snooze') THEN now() + d.delay_ms * interval '1 millisecond'
+                            WHEN d.action = 'release' THEN now() ELSE j.run_at END,
+              last_error = COALESCE(d.error, j.last_error),
+              lease = NULL, lease_expires_at = NULL, updated_at = now()
+         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[]) AS d(id, lease, action, error, delay_ms)
+        WHERE j.id = d.id AND j.lease = d.lease
+       RETURNING j.id, j.status`,
+    ),
+
+    /** Extend the leases of running jobs by $3 ms; returns the ids still held. */
+    jobHeartbeatMany: s(
+      "jobHeartbeatMany",
+      `UPDATE ${jobs} AS j
+          SET locked_at = now(), lease_expires_at = now() + $3::float8 * interval '1 millisecond', updated_at = now()
+         FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
+        WHERE j.id = d.id AND j.lease = d.lease
+       RETURNING j.id`,
+    ),
+
+    /** Insert one job; nothing (and no row) when its idempotency key exists. Notifies on commit, queue name only. */
+    jobInsert: s(
+      "jobInsert",
+      `WITH ins AS (
+         INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key)
+         VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8)
+         ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+         RETURNING id, queue, run_at)
+       SELECT id, CASE WHEN run_at <= now() THEN pg_notify($9, queue)::text END AS notified FROM ins`,
+    ),
+
+    /** The existing job for an idempotency key (after jobInsert inserted nothing). */
+    jobFindByKey: s("jobFindByKey", `SELECT id FROM ${jobs} WHERE queue = $1 AND idempotency_key = $2`),
+
+    /**
+     * Insert many jobs from one JSON array (one parameter whatever the count, so
+     * never near the 65,535-parameter limit). ORDER BY i makes identity ids follow
+     * input order.
+     */
+    jobInsertMany: s(
+      "jobInsertMany",
+      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key)
+       SELECT r.queue, r.kind, r.payload, r.priority, r.max_attempts,
+              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.key
+         FROM jsonb_to_recordset($1::jsonb) AS r(i int, queue text, kind text, payload jsonb, priority smallint,
+              max_attempts int, run_at timestamptz, delay_ms float8, key text)
+        ORDER BY r.i
+       ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+       RETURNING id, queue, idempotency_key`,
+    ),
+
+    /** Wake workers of these queues (on commit). */
+    queueNotify: s("queueNotify", "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q"),
+  } as const;
+}
+
+export type JobStatements = ReturnType<typeof jobStatements>;

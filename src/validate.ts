@@ -1,0 +1,149 @@
+/**
+ * Validation at the edge of the public API: names, durations, numbers and
+ * payloads. Everything here runs before any SQL, so bad input changes nothing.
+ * Inside the library, values that passed these checks are trusted.
+ */
+import ms from "ms";
+import { PayloadNotJsonError, PayloadTooLargeError, ValidationError } from "./errors.js";
+
+/** Queue and kind names: letters, digits and `_ . : -`, starting with a letter or digit, at most 128 characters. */
+export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+/** Schema names: a lowercase SQL identifier that never needs escaping, at most 50 characters (the NOTIFY channel adds a prefix). */
+export const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,49}$/;
+
+export function assertName(what: "queue" | "kind", value: unknown): string {
+  if (typeof value !== "string" || !NAME_PATTERN.test(value)) {
+    const shown =
+      typeof value === "string" ? JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value) : String(value);
+    throw new ValidationError(
+      `${what} name ${shown} is not allowed: use 1-128 letters, digits, "_", ".", ":" or "-", starting with a letter or digit`,
+    );
+  }
+  return value;
+}
+
+export function assertSchema(value: unknown): string {
+  if (typeof value !== "string" || !SCHEMA_PATTERN.test(value)) {
+    throw new ValidationError(
+      `schema name ${JSON.stringify(value)} is not allowed: use lowercase letters, digits and "_" (at most 50), starting with a letter or "_"`,
+    );
+  }
+  return value;
+}
+
+/** Quotes a validated schema name as an SQL identifier. */
+export function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+export function assertInt(what: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    throw new ValidationError(`${what} must be an integer from ${min} to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** A duration: a number of milliseconds or a string like "10s", "5m", "1.5h". */
+export type Duration = number | string;
+
+/** Parses a duration to milliseconds; rejects negatives, NaN, infinity and nonsense. */
+export function toMs(what: string, value: Duration, { allowZero = true, max = 10 * 365 * 86_400_000 } = {}): number {
+  const parsed =
+    typeof value === "number" ? value : typeof value === "string" ? ms(value.trim() as ms.StringValue) : Number.NaN;
+  if (typeof parsed !== "number" || !Number.isFinite(parsed)) {
+    throw new ValidationError(
+      `${what} ${JSON.stringify(value)} is not a duration: use milliseconds or a string like "500ms", "10s", "5m", "2h", "1d"`,
+    );
+  }
+  if (parsed < 0 || (!allowZero && parsed === 0)) {
+    throw new ValidationError(
+      `${what} must be ${allowZero ? "zero or more" : "more than zero"}, got ${JSON.stringify(value)}`,
+    );
+  }
+  if (parsed > max)
+    throw new ValidationError(
+      `${what} ${JSON.stringify(value)} is longer than the maximum of ${ms(max, { long: true })}`,
+    );
+  return Math.round(parsed);
+}
+
+export function assertDate(what: string, value: unknown): Date {
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    throw new ValidationError(`${what} must be a valid Date`);
+  }
+  const year = value.getUTCFullYear();
+  if (year < 1970 || year > 9000)
+    throw new ValidationError(`${what} ${value.toISOString()} is outside the years 1970-9000`);
+  return value;
+}
+
+/**
+ * Encodes a payload as JSON, refusing anything JSON would silently change:
+ * `undefined`, functions, symbols, BigInt, non-finite numbers, Dates, Maps,
+ * class instances, circular references, NUL characters (PostgreSQL's jsonb
+ * cannot store them) and lone UTF-16 surrogates (not valid Unicode).
+ * The rule: what a handler receives deep-equals what was enqueued.
+ */
+export function encodePayload(payload: unknown, maxBytes: number): string {
+  checkJsonSafe(payload, "", new Set());
+  const text = JSON.stringify(payload);
+  // Fast path: a string's UTF-8 size is at most 3 bytes per UTF-16 unit.
+  const bytes = text.length * 3 <= maxBytes ? text.length : Buffer.byteLength(text, "utf8");
+  if (bytes > maxBytes) throw new PayloadTooLargeError(bytes, maxBytes);
+  return text;
+}
+
+// A NUL, or a high surrogate not followed by a low one, or a low one not preceded by a high one.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching NUL is the point.
+const BAD_STRING = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function checkString(value: string, path: string): void {
+  if (BAD_STRING.test(value)) {
+    const nul = value.includes("\u0000");
+    throw new PayloadNotJsonError(
+      path,
+      nul
+        ? "contains a NUL character (\\u0000), which PostgreSQL cannot store in jsonb"
+        : "contains a lone UTF-16 surrogate, which is not valid Unicode",
+    );
+  }
+}
+
+function checkJsonSafe(value: unknown, path: string, seen: Set<object>): void {
+  switch (typeof value) {
+    case "string":
+      checkString(value, path);
+      return;
+    case "boolean":
+      return;
+    case "number":
+      if (!Number.isFinite(value)) throw new PayloadNotJsonError(path, `is ${value}, which JSON cannot represent`);
+      return;
+    case "bigint":
+      throw new PayloadNotJsonError(path, "is a BigInt; convert it to a string or number first");
+    case "undefined":
+      throw new PayloadNotJsonError(path, "is undefined; omit the field or use null");
+    case "function":
+    case "symbol":
+      throw new PayloadNotJsonError(path, `is a ${typeof value}, which JSON cannot represent`);
+  }
+  if (value === null) return;
+  const object = value as object;
+  if (seen.has(object)) throw new PayloadNotJsonError(path, "is a circular reference");
+  seen.add(object);
+  if (Array.isArray(object)) {
+    for (let i = 0; i < object.length; i++) checkJsonSafe(object[i], `${path}[${i}]`, seen);
+  } else {
+    const proto = Object.getPrototypeOf(object);
+    if (proto !== Object.prototype && proto !== null) {
+      const name = (object as { constructor?: { name?: string } }).constructor?.name ?? "object";
+      const hint = object instanceof Date ? "; pass date.toISOString() instead" : "; pass a plain object";
+      throw new PayloadNotJsonError(path, `is a ${name} instance, which JSON would change${hint}`);
+    }
+    for (const key of Object.keys(object)) {
+      checkString(key, `${path}.${key}`);
+      checkJsonSafe((object as Record<string, unknown>)[key], `${path}.${key}`, seen);
+    }
+  }
+  seen.delete(object);
+}

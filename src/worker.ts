@@ -1,0 +1,738 @@
+/**
+ * The worker: claims jobs in batches, runs their handlers with bounded
+ * concurrency, and records outcomes in batched, lease-fenced statements.
+ *
+ * Invariants: a claim is committed before its handlers start; at most
+ * `concurrency` handlers run at once; every outcome, heartbeat and release
+ * presents the job's lease, so a worker that lost its lease changes nothing;
+ * a handler's error, rejection or non-Error throw never escapes into the
+ * process. It never holds a transaction open while a handler runs.
+ */
+import { EventEmitter } from "node:events";
+import os from "node:os";
+import type pg from "pg";
+import { type BackoffOptions, backoffMs, defaultBackoff } from "./backoff.js";
+import type { Skipq } from "./client.js";
+import {
+  CancelJob,
+  FailPermanently,
+  PayloadInvalidError,
+  PoolTooSmallError,
+  RetryIn,
+  SkipqError,
+  UnknownKindError,
+} from "./errors.js";
+import { type JobDefinition, type PayloadOf, validatePayload } from "./job.js";
+import { Listener } from "./listener.js";
+import { childLogger, type Logger } from "./logger.js";
+import { assertSchemaCurrent } from "./migrate.js";
+import { createPool } from "./pool.js";
+import { Reaper } from "./reaper.js";
+import { assertInt, assertName, type Duration, toMs } from "./validate.js";
+
+/** A claimed job as its handler sees it. */
+export interface Job<P = unknown> {
+  id: string;
+  queue: string;
+  kind: string;
+  payload: P;
+  priority: number;
+  /** This attempt's number, from 1. */
+  attempt: number;
+  maxAttempts: number;
+  runAt: Date;
+  createdAt: Date;
+}
+
+export interface JobContext<P = unknown> {
+  job: Job<P>;
+  id: string;
+  attempt: number;
+  /** Aborts on shutdown (after the soft timeout), on a lost lease, on job timeout, or on cancellation. */
+  signal: AbortSignal;
+  /** Extends this job's lease now (it is also extended automatically). Resolves false when the lease is lost. */
+  heartbeat(): Promise<boolean>;
+  log: Logger;
+}
+
+export type Handler<P = unknown> = (payload: P, ctx: JobContext<P>) => unknown | Promise<unknown>;
+
+export interface WorkerOptions {
+  /** Queues to take jobs from. Default ["default"]. */
+  queues?: string[];
+  /** Handlers running at once. Default 10. */
+  concurrency?: number;
+  /** Most jobs taken per claim; a claim never takes more than the free slots. Default: concurrency (at most 1000). */
+  batchSize?: number;
+  /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. Default "30s". */
+  lockTimeout?: Duration;
+  /** How often running jobs' leases are extended. Default lockTimeout / 3. */
+  heartbeatInterval?: Duration;
+  /** Longest idle wait between claims when no notification arrives. Default "1s". */
+  pollInterval?: Duration;
+  /** On stop, how long in-flight handlers may finish before their signals abort. Default "10s". */
+  shutdownTimeout?: Duration;
+  /** After aborting, how long handlers get to settle before their jobs are released. Default "1s". */
+  abortGrace?: Duration;
+  /** Per-job time limit: the signal aborts, the job fails (retry) and the slot is freed. Default: none. */
+  jobTimeout?: Duration;
+  /** Retry backoff after a failure. Default { baseMs: 1000, maxMs: 3_600_000, jitter: 0.2 }. */
+  backoff?: Partial<BackoffOptions>;
+  /** Run the reaper in this process (one pass at a time across all). Default true. */
+  maintenance?: boolean;
+  /** Time between reaper passes. Default "5s". */
+  reaperInterval?: Duration;
+  /** LISTEN for new jobs on a dedicated connection. Default true (needs a connection string). */
+  listen?: boolean;
+  /** Connection string for the LISTEN connection, e.g. a direct one when the pool goes through PgBouncer. Default: the client's. */
+  listenConnectionString?: string;
+  /** A pg pool for the worker's bookkeeping; must fit claim + outcomes + heartbeat + maintenance + one per handler. Default: skipq creates a pool of 4. */
+  pool?: pg.Pool;
+  /** Identifies this worker in locked_by. Default host:pid:random. */
+  workerId?: string;
+  /** Most outcomes recorded per statement. Default 500. */
+  outcomeBatchSize?: number;
+  /** Check the schema version at start (refuse a database newer or older than this code). Default true. */
+  checkSchema?: boolean;
+  /** @internal Fault-injection hooks for the chaos suite. */
+  hooks?: WorkerHooks;
+}
+
+/** @internal Named points where the chaos suite injects faults. */
+export interface WorkerHooks {
+  afterClaimCommit?: (jobs: ReadonlyArray<Job>) => void | Promise<void>;
+  afterHandlerBeforeOutcome?: (job: Job) => void | Promise<void>;
+}
+
+export type Outcome = "completed" | "retry" | "dead" | "snoozed" | "cancelled" | "released" | "lease-lost";
+
+export interface WorkerEvents {
+  claimed: [jobs: ReadonlyArray<Job>];
+  jobStart: [job: Job];
+  jobEnd: [job: Job, outcome: Outcome, durationMs: number, error: unknown];
+  /** Outcomes the database rejected because the job's lease had moved on. */
+  staleOutcome: [ids: string[]];
+  leaseLost: [job: Job];
+  reaped: [jobs: ReadonlyArray<{ id: string; status: string }>];
+  listener: [connected: boolean];
+  idle: [];
+  stopped: [];
+  /** A database error the worker survived (it retries). */
+  warning: [error: unknown, context: string];
+}
+
+interface Running {
+  job: Job;
+  lease: string;
+  controller: AbortController;
+  startedAt: number;
+  /** Set when the outcome must not be written: lease lost, or released at shutdown. */
+  detached: boolean;
+  done: Promise<void>;
+}
+
+interface Settlement {
+  id: string;
+  lease: string;
+  action: "retry" | "snooze" | "release" | "dead" | "cancel";
+  error: string | null;
+  delayMs: number;
+}
+
+export interface WorkerStats {
+  claimed: number;
+  completed: number;
+  failed: number;
+  staleOutcomes: number;
+  leasesLost: number;
+  released: number;
+}
+
+const MAX_ERROR_CHARS = 8192;
+
+/** The text stored in last_error: message and stack, NUL bytes stripped, truncated. */
+export function formatError(error: unknown): string {
+  let text: string;
+  if (error instanceof Error) {
+    text = error.stack?.includes(error.message) ? error.stack : `${error.name}: ${error.message}\n${error.stack ?? ""}`;
+  } else {
+    try {
+      text = `non-Error thrown: ${typeof error === "string" ? error : (JSON.stringify(error) ?? String(error))}`;
+    } catch {
+      text = `non-Error thrown: ${String(error)}`;
+    }
+  }
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: PostgreSQL text cannot hold NUL.
+  text = text.replace(/\u0000/g, "");
+  if (text.length > MAX_ERROR_CHARS)
+    text = `${text.slice(0, MAX_ERROR_CHARS)}… [truncated ${text.length - MAX_ERROR_CHARS} chars]`;
+  // A cut in the middle of a surrogate pair would be invalid UTF-8.
+  return text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, "\uFFFD");
+}
+
+/** Resolves on the next wake(), or after `ms`; a wake() with nobody waiting is remembered once. */
+class Wakeup {
+  private resolve: (() => void) | undefined;
+  private pending = false;
+  wake(): void {
+    if (this.resolve) {
+      const r = this.resolve;
+      this.resolve = undefined;
+      r();
+    } else this.pending = true;
+  }
+  wait(ms: number): Promise<void> {
+    if (this.pending) {
+      this.pending = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.resolve = undefined;
+        resolve();
+      }, ms);
+      this.resolve = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
+export class Worker extends EventEmitter<WorkerEvents> {
+  readonly id: string;
+  readonly queues: readonly string[];
+  readonly concurrency: number;
+  readonly batchSize: number;
+  readonly stats: WorkerStats = { claimed: 0, completed: 0, failed: 0, staleOutcomes: 0, leasesLost: 0, released: 0 };
+  /** The LISTEN connection, when enabled (tests terminate it). */
+  readonly listener: Listener | undefined;
+  readonly reaper: Reaper | undefined;
+  readonly pool: pg.Pool;
+
+  private readonly handlers = new Map<string, { definition?: JobDefinition<unknown>; handler: Handler<never> }>();
+  private readonly inFlight = new Map<string, Running>();
+  private readonly lockTimeoutMs: number;
+  private readonly heartbeatMs: number;
+  private readonly pollMs: number;
+  private readonly shutdownMs: number;
+  private readonly abortGraceMs: number;
+  private readonly jobTimeoutMs: number | undefined;
+  private readonly backoff: BackoffOptions;
+  private readonly outcomeBatchSize: number;
+  private readonly logger: Logger;
+  private readonly ownsPool: boolean;
+  private readonly queueSet: Set<string>;
+  private readonly wakeup = new Wakeup();
+  private state: "idle" | "running" | "stopping" | "stopped" = "idle";
+  private loop: Promise<void> | undefined;
+  private stopping: Promise<void> | undefined;
+  private hardStop: (() => void) | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private completions: Array<[string, string]> = [];
+  private settlements: Settlement[] = [];
+  private flushing: Promise<void> | undefined;
+  private flushScheduled = false;
+
+  constructor(
+    private readonly client: Skipq,
+    private readonly options: WorkerOptions = {},
+  ) {
+    super();
+    this.queues = (options.queues ?? ["default"]).map((q) => assertName("queue", q));
+    if (this.queues.length === 0) throw new SkipqError("SKIPQ_INVALID_ARGUMENT", "queues must name at least one queue");
+    this.queueSet = new Set(this.queues);
+    this.concurrency = assertInt("concurrency", options.concurrency ?? 10, 1, 10_000);
+    this.batchSize = assertInt("batchSize", options.batchSize ?? Math.min(this.concurrency, 1000), 1, 1000);
+    this.lockTimeoutMs = toMs("lockTimeout", options.lockTimeout ?? "30s", { allowZero: false });
+    this.heartbeatMs = toMs("heartbeatInterval", options.heartbeatInterval ?? this.lockTimeoutMs / 3, {
+      allowZero: false,
+    });
+    if (this.heartbeatMs >= this.lockTimeoutMs) {
+      throw new SkipqError(
+        "SKIPQ_INVALID_ARGUMENT",
+        `heartbeatInterval (${this.heartbeatMs} ms) must be shorter than lockTimeout (${this.lockTimeoutMs} ms), or leases expire between heartbeats`,
+      );
+    }
+    this.pollMs = toMs("pollInterval", options.pollInterval ?? "1s", { allowZero: false });
+    this.shutdownMs = toMs("shutdownTimeout", options.shutdownTimeout ?? "10s");
+    this.abortGraceMs = toMs("abortGrace", options.abortGrace ?? "1s");
+    this.jobTimeoutMs =
+      options.jobTimeout === undefined ? undefined : toMs("jobTimeout", options.jobTimeout, { allowZero: false });
+    this.backoff = { ...defaultBackoff, ...options.backoff };
+    this.outcomeBatchSize = assertInt("outcomeBatchSize", options.outcomeBatchSize ?? 500, 1, 10_000);
+    this.id = options.workerId ?? `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
+    this.logger = childLogger(client.logger, { worker: this.id });
+
+    const reserved = 4; // claim, outcomes, heartbeat, maintenance
+    if (options.pool) {
+      const max = (options.pool as pg.Pool & { options: { max: number } }).options.max;
+      const needed = reserved + this.concurrency;
+      if (max < needed) {
+        throw new PoolTooSmallError(
+          needed,
+          max,
+          `claim 1 + outcomes 1 + heartbeat 1 + maintenance 1 + ${this.concurrency} for handlers that may share this pool`,
+        );
+      }
+      this.pool = options.pool;
+      this.ownsPool = false;
+    } else if (client.connectionString) {
+      this.pool = createPool(client.connectionString, reserved, this.logger, "skipq-worker");
+      this.ownsPool = true;
+    } else {
+      const max = (client.pool as pg.Pool & { options: { max: number } }).options.max;
+      if (max < reserved)
+        throw new PoolTooSmallError(reserved, max, "claim 1 + outcomes 1 + heartbeat 1 + maintenance 1");
+      this.pool = client.pool;
+      this.ownsPool = false;
+    }
+
+    const listenUrl = options.listenConnectionString ?? client.connectionString;
+    if ((options.listen ?? true) && listenUrl) {
+      this.listener = new Listener({
+        connectionString: listenUrl,
+        channel: client.channel,
+        logger: this.logger,
+        onNotify: (queue) => {
+          if (this.queueSet.has(queue)) this.wakeup.wake();
+        },
+        onConnectionChange: (connected) => this.emit("listener", connected),
+      });
+    }
+    if (options.maintenance ?? true) {
+      this.reaper = new Reaper({
+        pool: this.pool,
+        schema: client.schema,
+        schemaSql: client.schemaSql,
+        intervalMs: toMs("reaperInterval", options.reaperInterval ?? "5s", { allowZero: false }),
+        logger: this.logger,
+        onReaped: (jobs) => this.emit("reaped", jobs),
+      });
+    }
+  }
+
+  /** Registers the handler for a job kind (typed by its definition). Returns this, for chaining. */
+  register<J extends JobDefinition<unknown> | string>(job: J, handler: Handler<PayloadOf<J>>): this {
+    const definition = typeof job === "string" ? undefined : (job as JobDefinition<unknown>);
+    const kind = assertName("kind", typeof job === "string" ? job : definition?.kind);
+    if (typeof handler !== "function")
+      throw new SkipqError("SKIPQ_INVALID_ARGUMENT", `handler for "${kind}" must be a function`);
+    this.handlers.set(
+      kind,
+      definition ? { definition, handler: handler as Handler<never> } : { handler: handler as Handler<never> },
+    );
+    return this;
+  }
+
+  /** Kinds this worker has handlers for. */
+  get kinds(): string[] {
+    return [...this.handlers.keys()];
+  }
+
+  /** Jobs whose handlers are running now. */
+  get running(): number {
+    return this.inFlight.size;
+  }
+
+  /** Starts claiming. Idempotent; resolves once the worker is running (the listener may still be connecting). */
+  async start(): Promise<void> {
+    if (this.state !== "idle") return;
+    this.state = "running";
+    if (this.options.checkSchema ?? true) {
+      try {
+        await assertSchemaCurrent(this.pool, this.client.schema);
+      } catch (error) {
+        this.state = "idle";
+        throw error;
+      }
+    }
+    void this.listener?.start();
+    this.reaper?.start();
+    this.heartbeatTimer = setInterval(() => void this.heartbeatAll(), this.heartbeatMs);
+    this.heartbeatTimer.unref();
+    this.loop = this.fetchLoop();
+  }
+
+  /**
+   * Graceful stop: no new claims; in-flight handlers get `shutdownTimeout` to
+   * finish, then their signals abort; after `abortGrace`, jobs still running are
+   * released to pending without consuming the attempt. A second call skips to
+   * the hard stop. Safe before start.
+   */
+  stop(): Promise<void> {
+    if (this.stopping) {
+      this.hardStop?.();
+      return this.stopping;
+    }
+    if (this.state === "idle") {
+      this.state = "stopped";
+      this.stopping = this.closeResources();
+      return this.stopping;
+    }
+    this.state = "stopping";
+    this.wakeup.wake();
+    this.stopping = this.shutdown();
+    return this.stopping;
+  }
+
+  /**
+   * One claim and its handlers, start to recorded outcome: for tests and
+   * scripts. Returns the number of jobs claimed.
+   */
+  async runOnce(): Promise<number> {
+    const jobs = await this.claim(this.batchSize);
+    await Promise.all(jobs.map((running) => running.done));
+    await this.flush();
+    return jobs.length;
+  }
+
+  private async fetchLoop(): Promise<void> {
+    let failures = 0;
+    while (this.state === "running") {
+      const free = this.concurrency - this.inFlight.size;
+      if (free <= 0) {
+        await this.wakeup.wait(this.pollMs);
+        continue;
+      }
+      let claimed: Running[];
+      try {
+        claimed = await this.claim(Math.min(this.batchSize, free));
+        failures = 0;
+      } catch (error) {
+        failures++;
+        this.emit("warning", error, "claim");
+        if (failures === 1 || failures % 20 === 0) {
+          this.logger.warn({ err: error, failures }, "skipq: claim failed; retrying with backoff");
+        }
+        await this.wakeup.wait(Math.min(5000, 50 * 2 ** Math.min(failures, 10)) * (0.5 + Math.random() / 2));
+        continue;
+      }
+      if (claimed.length < Math.min(this.batchSize, free)) {
+        if (this.inFlight.size === 0) this.emit("idle");
+        await this.wakeup.wait(this.pollMs);
+      }
+    }
+  }
+
+  private async claim(limit: number): Promise<Running[]> {
+    const sql = this.client.sql.jobClaimBatch;
+    const { rows } = await this.pool.query(
+      this.client.statement(sql, [this.queues, limit, this.id, this.lockTimeoutMs]),
+    );
+    if (rows.length === 0) return [];
+    this.stats.claimed += rows.length;
+    const jobs: Running[] = [];
+    for (const row of rows) {
+      const job: Job = {
+        id: row.id,
+        queue: row.queue,
+        kind: row.kind,
+        payload: row.payload,
+        priority: row.priority,
+        attempt: row.attempts,
+        maxAttempts: row.max_attempts,
+        runAt: row.run_at,
+        createdAt: row.created_at,
+      };
+      const running: Running = {
+        job,
+        lease: row.lease,
+        controller: new AbortController(),
+        startedAt: 0,
+        detached: false,
+        done: Promise.resolve(),
+      };
+      this.inFlight.set(job.id, running);
+      jobs.push(running);
+    }
+    this.emit(
+      "claimed",
+      jobs.map((r) => r.job),
+    );
+    if (this.options.hooks?.afterClaimCommit) await this.options.hooks.afterClaimCommit(jobs.map((r) => r.job));
+    for (const running of jobs) running.done = this.execute(running);
+    return jobs;
+  }
+
+  private async execute(running: Running): Promise<void> {
+    const { job, controller } = running;
+    running.startedAt = performance.now();
+    this.emit("jobStart", job);
+    let outcome: Outcome = "completed";
+    let failure: unknown;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const entry = this.handlers.get(job.kind);
+      if (!entry) throw new UnknownKindError(job.kind, this.kinds);
+      let payload = job.payload;
+      if (entry.definition?.schema) {
+        try {
+          payload = await validatePayload(entry.definition, job.payload);
+        } catch (error) {
+          throw error instanceof PayloadInvalidError ? new FailPermanently(error.message, { cause: error }) : error;
+        }
+      }
+      const ctx: JobContext = {
+        job: { ...job, payload },
+        id: job.id,
+        attempt: job.attempt,
+        signal: controller.signal,
+        heartbeat: () => this.heartbeatOne(running),
+        log: childLogger(this.logger, { jobId: job.id, kind: job.kind, attempt: job.attempt }),
+      };
+      const result = Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx));
+      // A handler that rejects after we stopped waiting must never become an unhandled rejection.
+      result.catch(() => undefined);
+      if (this.jobTimeoutMs === undefined) {
+        await result;
+      } else {
+        const limit = this.jobTimeoutMs;
+        await Promise.race([
+          result,
+          new Promise((_, reject) => {
+            timer = setTimeout(() => {
+              const error = new SkipqError("SKIPQ_JOB_TIMEOUT", `job ran longer than jobTimeout (${limit} ms)`);
+              controller.abort(error);
+              reject(error);
+            }, limit);
+          }),
+        ]);
+      }
+    } catch (error) {
+      failure = error;
+      outcome = this.classify(error, controller.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+    try {
+      if (this.options.hooks?.afterHandlerBeforeOutcome) await this.options.hooks.afterHandlerBeforeOutcome(job);
+    } catch (error) {
+      this.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
+    }
+    this.inFlight.delete(job.id);
+    if (running.detached) {
+      outcome =
+        controller.signal.reason instanceof SkipqError && controller.signal.reason.code === "SKIPQ_LEASE_LOST"
+          ? "lease-lost"
+          : "released";
+    } else {
+      this.record(running, outcome, failure);
+    }
+    this.emit("jobEnd", job, outcome, performance.now() - running.startedAt, failure);
+    this.wakeup.wake();
+  }
+
+  private classify(error: unknown, signal: AbortSignal): Outcome {
+    if (error instanceof RetryIn) return "snoozed";
+    if (error instanceof FailPermanently) return "dead";
+    if (error instanceof CancelJob) return "cancelled";
+    if (signal.aborted && signal.reason instanceof SkipqError && signal.reason.code === "SKIPQ_SHUTDOWN")
+      return "released";
+    return "retry";
+  }
+
+  private record(running: Running, outcome: Outcome, error: unknown): void {
+    const { job, lease } = running;
+    switch (outcome) {
+      case "completed":
+        this.completions.push([job.id, lease]);
+        break;
+      case "snoozed":
+        this.settlements.push({
+          id: job.id,
+          lease,
+          action: "snooze",
+          error: null,
+          delayMs: (error as RetryIn).delayMs,
+        });
+        break;
+      case "dead":
+        this.settlements.push({ id: job.id, lease, action: "dead", error: formatError(error), delayMs: 0 });
+        break;
+      case "cancelled":
+        this.settlements.push({ id: job.id, lease, action: "cancel", error: formatError(error), delayMs: 0 });
+        break;
+      case "released":
+        this.stats.released++;
+        this.settlements.push({ id: job.id, lease, action: "release", error: null, delayMs: 0 });
+        break;
+      default:
+        this.stats.failed++;
+        this.settlements.push({
+          id: job.id,
+          lease,
+          action: "retry",
+          error: formatError(error),
+          delayMs: backoffMs(job.attempt, this.backoff),
+        });
+    }
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    // Let the completions of this tick gather into one statement.
+    setImmediate(() => {
+      this.flushScheduled = false;
+      void this.flush();
+    });
+  }
+
+  /** Writes buffered outcomes; one flush at a time, retried on connection errors. */
+  private async flush(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    if (this.completions.length === 0 && this.settlements.length === 0) return;
+    this.flushing = this.flushNow().finally(() => {
+      this.flushing = undefined;
+    });
+    await this.flushing;
+    if (this.completions.length > 0 || this.settlements.length > 0) await this.flush();
+  }
+
+  private async flushNow(): Promise<void> {
+    const completions = this.completions.splice(0, this.outcomeBatchSize);
+    const settlements = this.settlements.splice(0, this.outcomeBatchSize);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        if (completions.length > 0) {
+          const sql = this.client.sql.jobCompleteMany;
+          const { rows } = await this.pool.query(
+            this.client.statement(sql, [completions.map((c) => c[0]), completions.map((c) => c[1])]),
+          );
+          this.stats.completed += rows.length;
+          this.noteStale(
+            completions.map((c) => c[0]),
+            rows,
+          );
+          completions.length = 0;
+        }
+        if (settlements.length > 0) {
+          const sql = this.client.sql.jobSettleMany;
+          const { rows } = await this.pool.query(
+            this.client.statement(sql, [
+              settlements.map((s) => s.id),
+              settlements.map((s) => s.lease),
+              settlements.map((s) => s.action),
+              settlements.map((s) => s.error),
+              settlements.map((s) => s.delayMs),
+            ]),
+          );
+          this.noteStale(
+            settlements.map((s) => s.id),
+            rows,
+          );
+        }
+        return;
+      } catch (error) {
+        this.emit("warning", error, "outcome");
+        // Outcomes are retried until their leases would have expired anyway; then the reaper takes over.
+        if (attempt * 250 > this.lockTimeoutMs || this.state === "stopped") {
+          this.logger.error(
+            { err: error, jobs: completions.length + settlements.length },
+            "skipq: could not record outcomes; their leases will expire and the jobs run again",
+          );
+          return;
+        }
+        if (attempt === 1) this.logger.warn({ err: error }, "skipq: recording outcomes failed; retrying");
+        await new Promise((r) => setTimeout(r, Math.min(2000, 50 * 2 ** attempt)));
+      }
+    }
+  }
+
+  private noteStale(sent: string[], rows: Array<{ id: string }>): void {
+    if (rows.length === sent.length) return;
+    const accepted = new Set(rows.map((r) => r.id));
+    const stale = sent.filter((id) => !accepted.has(id));
+    this.stats.staleOutcomes += stale.length;
+    this.logger.warn(
+      { jobs: stale },
+      "skipq: outcomes rejected because the jobs' leases had moved on (expired and reclaimed, or cancelled)",
+    );
+    this.emit("staleOutcome", stale);
+  }
+
+  private async heartbeatAll(): Promise<void> {
+    const held = [...this.inFlight.values()].filter((r) => !r.detached);
+    if (held.length === 0) return;
+    try {
+      const sql = this.client.sql.jobHeartbeatMany;
+      const { rows } = await this.pool.query(
+        this.client.statement(sql, [held.map((r) => r.job.id), held.map((r) => r.lease), this.lockTimeoutMs]),
+      );
+      if (rows.length === held.length) return;
+      const alive = new Set(rows.map((r: { id: string }) => r.id));
+      for (const running of held) if (!alive.has(running.job.id)) this.loseLease(running);
+    } catch (error) {
+      this.emit("warning", error, "heartbeat");
+      this.logger.warn({ err: error }, "skipq: heartbeat failed; will retry at the next interval");
+    }
+  }
+
+  private async heartbeatOne(running: Running): Promise<boolean> {
+    if (running.detached) return false;
+    const sql = this.client.sql.jobHeartbeatMany;
+    const { rows } = await this.pool.query(
+      this.client.statement(sql, [[running.job.id], [running.lease], this.lockTimeoutMs]),
+    );
+    if (rows.length === 1) return true;
+    this.loseLease(running);
+    return false;
+  }
+
+  private loseLease(running: Running): void {
+    if (running.detached || !this.inFlight.has(running.job.id)) return;
+    running.detached = true;
+    this.stats.leasesLost++;
+    this.logger.warn(
+      { jobId: running.job.id },
+      "skipq: lease lost (expired and reaped, or cancelled); aborting the handler, its outcome will not be recorded",
+    );
+    running.controller.abort(new SkipqError("SKIPQ_LEASE_LOST", `the lease on job ${running.job.id} was lost`));
+    this.emit("leaseLost", running.job);
+  }
+
+  private async shutdown(): Promise<void> {
+    await this.loop;
+    await this.reaper?.stop();
+    const hard = new Promise<void>((resolve) => {
+      this.hardStop = resolve;
+    });
+    const settled = () => Promise.all([...this.inFlight.values()].map((r) => r.done)).then(() => undefined);
+    if (this.inFlight.size > 0) {
+      this.logger.info(
+        { running: this.inFlight.size, timeoutMs: this.shutdownMs },
+        "skipq: stopping; waiting for running jobs",
+      );
+      await Promise.race([settled(), delay(this.shutdownMs), hard]);
+    }
+    if (this.inFlight.size > 0) {
+      const reason = new SkipqError("SKIPQ_SHUTDOWN", "the worker is shutting down");
+      for (const running of this.inFlight.values()) running.controller.abort(reason);
+      await Promise.race([settled(), delay(this.abortGraceMs)]);
+    }
+    // Handlers that ignored their signal: release their jobs now; their late outcomes are fenced out.
+    for (const running of [...this.inFlight.values()]) {
+      if (running.detached) continue;
+      running.detached = true;
+      this.record(running, "released", undefined);
+    }
+    await this.flush();
+    clearInterval(this.heartbeatTimer);
+    this.state = "stopped";
+    await this.closeResources();
+    this.emit("stopped");
+  }
+
+  private async closeResources(): Promise<void> {
+    clearInterval(this.heartbeatTimer);
+    await this.listener?.stop();
+    await this.reaper?.stop();
+    if (this.ownsPool) await this.pool.end().catch(() => undefined);
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

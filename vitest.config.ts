@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    exclude: ["test/chaos/**"],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    pool: "forks",
+    typecheck: { enabled: true, include: ["test/**/*.test-d.ts"] },
+  },
+});
