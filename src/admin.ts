@@ -26,6 +26,7 @@ export interface JobRow {
   lease: string | null;
   lease_expires_at: Date | null;
   last_error: string | null;
+  error_fingerprint: string | null;
   completed_at: Date | null;
   created_at: Date;
   updated_at: Date;
@@ -41,6 +42,16 @@ export interface QueueStats {
   cancelled: number;
   /** Seconds the oldest runnable pending job has waited; null when none. */
   oldestPendingSeconds: number | null;
+}
+
+export interface DeadGroup {
+  queue: string;
+  kind: string;
+  fingerprint: string | null;
+  count: number;
+  last_seen: Date;
+  example_id: string;
+  example_error: string | null;
 }
 
 export interface ListOptions {
@@ -73,7 +84,16 @@ export class Admin {
 
   async listJobs(options: ListOptions = {}): Promise<
     Array<
-      Omit<JobRow, "payload" | "lease" | "idempotency_key" | "locked_at" | "lease_expires_at" | "completed_at"> & {
+      Omit<
+        JobRow,
+        | "payload"
+        | "lease"
+        | "idempotency_key"
+        | "locked_at"
+        | "lease_expires_at"
+        | "completed_at"
+        | "error_fingerprint"
+      > & {
         payload_bytes: number;
       }
     >
@@ -139,6 +159,41 @@ export class Admin {
       total += rowCount ?? 0;
       if ((rowCount ?? 0) < 1000) return total;
     }
+  }
+
+  /** Stops claims from a queue (running jobs finish). Takes effect at every worker's next claim. */
+  async pauseQueue(queue: string): Promise<void> {
+    await this.client.pool.query(this.sql.queuePause, [assertName("queue", queue)]);
+  }
+
+  async resumeQueue(queue: string): Promise<void> {
+    await this.client.pool.query(this.sql.queueResume, [assertName("queue", queue)]);
+  }
+
+  /** Queues with settings, and whether each is paused. */
+  async listQueueSettings(): Promise<Array<{ name: string; paused: boolean; pausedAt: Date | null }>> {
+    const { rows } = await this.client.pool.query(this.sql.queueList);
+    return rows.map((r) => ({ name: r.name, paused: r.paused_at !== null, pausedAt: r.paused_at }));
+  }
+
+  /** Dead jobs grouped by error fingerprint, most frequent first. */
+  async deadByFingerprint(options: { queue?: string; limit?: number } = {}): Promise<DeadGroup[]> {
+    const { rows } = await this.client.pool.query(this.sql.deadByFingerprint, [
+      options.queue === undefined ? null : assertName("queue", options.queue),
+      assertInt("limit", options.limit ?? 50, 1, 1000),
+    ]);
+    return rows;
+  }
+
+  /** Retries every dead job with this fingerprint (of one queue, if given). Returns how many. */
+  async retryDeadByFingerprint(fingerprint: string, queue?: string): Promise<number> {
+    if (typeof fingerprint !== "string" || !/^[0-9a-f]{16}$/.test(fingerprint))
+      throw new ValidationError(`fingerprint ${JSON.stringify(fingerprint)} is not 16 hex digits`);
+    const { rowCount } = await this.client.pool.query(this.sql.jobRetryDeadFingerprint, [
+      fingerprint,
+      queue === undefined ? null : assertName("queue", queue),
+    ]);
+    return rowCount ?? 0;
   }
 
   private async notActionable(id: string, verb: string, valid: string): Promise<SkipqError> {

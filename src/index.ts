@@ -2,7 +2,15 @@
  * skipq: a durable job queue for Node.js that lives inside PostgreSQL.
  * This is the only public entry point; everything else is internal.
  */
-export { Admin, JOB_STATUSES, type JobRow, type JobStatus, type ListOptions, type QueueStats } from "./admin.js";
+export {
+  Admin,
+  type DeadGroup,
+  JOB_STATUSES,
+  type JobRow,
+  type JobStatus,
+  type ListOptions,
+  type QueueStats,
+} from "./admin.js";
 export { type BackoffOptions, backoffBaseMs, backoffMs, defaultBackoff } from "./backoff.js";
 export {
   type BulkItem,
@@ -34,6 +42,7 @@ export { defaultLogger, type Logger, silentLogger } from "./logger.js";
 export { latestVersion, type MigrateResult } from "./migrate.js";
 export type { Duration } from "./validate.js";
 export {
+  errorFingerprint,
   formatError,
   type Handler,
   type Job,

@@ -2,8 +2,10 @@
  * Versioned migrations from the numbered `.sql` files in `migrations/`.
  *
  * Each version runs in its own transaction together with its version row,
- * after `pg_advisory_xact_lock` and a re-read of the current version, so any
+ * after `pg_advisory_xact_lock` and a re-read of the applied versions, so any
  * number of processes migrating at once apply each version exactly once.
+ * Versions increase but may have gaps; any version not yet recorded is applied
+ * in order, so branches that add migrations merge in any order.
  * Failures are classified by SQLSTATE, never by message text. A database
  * newer than this code is refused, never downgraded.
  */
@@ -44,7 +46,8 @@ export function loadMigrations(): Migration[] {
     .sort();
   cached = files.map((file, index) => {
     const version = Number(file.slice(0, 4));
-    if (version !== index + 1) throw new Error(`skipq: migration ${file} is out of sequence (expected ${index + 1})`);
+    const previous = index === 0 ? 0 : Number(files[index - 1]?.slice(0, 4));
+    if (version <= previous) throw new Error(`skipq: migration ${file} repeats version ${version}`);
     const sql = readFileSync(path.join(dir, file), "utf8");
     return { version, name: file.replace(/\.sql$/, ""), breaking: /^--\s*skipq:breaking/m.test(sql), sql };
   });
@@ -52,7 +55,7 @@ export function loadMigrations(): Migration[] {
 }
 
 export function latestVersion(): number {
-  return loadMigrations().length;
+  return loadMigrations().at(-1)?.version ?? 0;
 }
 
 /** SQLSTATEs worth a retry of the whole version: serialization failure, deadlock. */
@@ -95,10 +98,11 @@ export async function migrate(pool: pg.Pool, schema: string, upTo = latestVersio
         try {
           await inTransaction(client, migration.version, async () => {
             await client.query(sql.migrationLock, [schema]);
-            const current = await currentVersion(client, schema);
-            if (from < 0) from = current;
-            if (current > latestVersion()) throw new SchemaTooNewError(current, latestVersion(), schema);
-            if (current >= migration.version) return;
+            // Re-read under the lock: another process may have applied it meanwhile.
+            const done = await appliedVersions(client, schema);
+            if (from < 0) from = Math.max(0, ...done);
+            assertKnown(done, schema);
+            if (done.includes(migration.version)) return;
             await client.query(sql.searchPathSet);
             await client.query(migration.sql);
             await client.query(sql.migrationRecord, [migration.version, migration.name, migration.breaking]);
@@ -112,9 +116,10 @@ export async function migrate(pool: pg.Pool, schema: string, upTo = latestVersio
         }
       }
     }
-    if (from < 0) from = await currentVersion(client, schema);
-    const to = await currentVersion(client, schema);
-    if (to > latestVersion()) throw new SchemaTooNewError(to, latestVersion(), schema);
+    const done = await appliedVersions(client, schema);
+    assertKnown(done, schema);
+    const to = Math.max(0, ...done);
+    if (from < 0) from = to;
     return { from, to, applied };
   } finally {
     client.release();
@@ -151,10 +156,33 @@ export async function currentVersion(client: pg.ClientBase | pg.Pool, schema: st
   return rows[0]?.version ?? 0;
 }
 
-/** Throws unless the schema is exactly at the version this code expects. */
+/** Every version recorded in the schema's migrations table (empty before the first migration). */
+async function appliedVersions(client: pg.ClientBase, schema: string): Promise<number[]> {
+  const { rows } = await client.query<{ version: number }>(
+    `SELECT version FROM ${quoteIdent(schema)}.migrations ORDER BY version`,
+  );
+  return rows.map((r) => r.version);
+}
+
+/** Refuses a schema that holds a migration this code does not know (a newer skipq migrated it). */
+function assertKnown(done: number[], schema: string): void {
+  const known = new Set(loadMigrations().map((m) => m.version));
+  const unknown = done.filter((v) => !known.has(v));
+  if (unknown.length > 0) throw new SchemaTooNewError(Math.max(...unknown), latestVersion(), schema);
+}
+
+/** Throws unless the schema holds exactly the migrations this code ships. */
 export async function assertSchemaCurrent(pool: pg.Pool, schema: string): Promise<void> {
   const version = await currentVersion(pool, schema);
   const latest = latestVersion();
   if (version > latest) throw new SchemaTooNewError(version, latest, schema);
   if (version < latest) throw new SchemaNotMigratedError(version, latest, schema);
+  const client = await pool.connect();
+  try {
+    const done = new Set(await appliedVersions(client, schema));
+    const missing = loadMigrations().find((m) => !done.has(m.version));
+    if (missing) throw new SchemaNotMigratedError(missing.version - 1, latest, schema);
+  } finally {
+    client.release();
+  }
 }

@@ -8,6 +8,7 @@
  * a handler's error, rejection or non-Error throw never escapes into the
  * process. It never holds a transaction open while a handler runs.
  */
+import { createHash } from "node:crypto";
 import { EventEmitter } from "node:events";
 import os from "node:os";
 import type pg from "pg";
@@ -137,6 +138,7 @@ interface Settlement {
   action: "retry" | "snooze" | "release" | "dead" | "cancel";
   error: string | null;
   delayMs: number;
+  fingerprint: string | null;
 }
 
 export interface WorkerStats {
@@ -168,6 +170,22 @@ export function formatError(error: unknown): string {
     text = `${text.slice(0, MAX_ERROR_CHARS)}… [truncated ${text.length - MAX_ERROR_CHARS} chars]`;
   // A cut in the middle of a surrogate pair would be invalid UTF-8.
   return text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, "\uFFFD");
+}
+
+/**
+ * Groups failures that are "the same error": the job kind plus the first line
+ * of the message with numbers, hex, UUIDs and quoted values masked, hashed.
+ */
+export function errorFingerprint(kind: string, error: unknown): string {
+  const message =
+    error instanceof Error ? `${error.name}: ${error.message}` : typeof error === "string" ? error : "non-Error";
+  const normalised = (message.split("\n")[0] ?? "")
+    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, "<uuid>")
+    .replace(/0x[0-9a-f]+|\b[0-9a-f]{12,}\b/gi, "<hex>")
+    .replace(/"[^"]*"|'[^']*'/g, "<str>")
+    .replace(/\d+(\.\d+)?/g, "<n>")
+    .slice(0, 500);
+  return createHash("sha256").update(`${kind}\u0000${normalised}`).digest("hex").slice(0, 16);
 }
 
 /** Resolves on the next wake(), or after `ms`; a wake() with nobody waiting is remembered once. */
@@ -545,17 +563,32 @@ export class Worker extends EventEmitter<WorkerEvents> {
           action: "snooze",
           error: null,
           delayMs: (error as RetryIn).delayMs,
+          fingerprint: null,
         });
         break;
       case "dead":
-        this.settlements.push({ id: job.id, lease, action: "dead", error: formatError(error), delayMs: 0 });
+        this.settlements.push({
+          id: job.id,
+          lease,
+          action: "dead",
+          error: formatError(error),
+          delayMs: 0,
+          fingerprint: errorFingerprint(job.kind, error),
+        });
         break;
       case "cancelled":
-        this.settlements.push({ id: job.id, lease, action: "cancel", error: formatError(error), delayMs: 0 });
+        this.settlements.push({
+          id: job.id,
+          lease,
+          action: "cancel",
+          error: formatError(error),
+          delayMs: 0,
+          fingerprint: null,
+        });
         break;
       case "released":
         this.stats.released++;
-        this.settlements.push({ id: job.id, lease, action: "release", error: null, delayMs: 0 });
+        this.settlements.push({ id: job.id, lease, action: "release", error: null, delayMs: 0, fingerprint: null });
         break;
       default:
         this.stats.failed++;
@@ -565,6 +598,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
           action: "retry",
           error: formatError(error),
           delayMs: backoffMs(job.attempt, this.backoff),
+          fingerprint: errorFingerprint(job.kind, error),
         });
     }
     this.scheduleFlush();
@@ -617,6 +651,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
               settlements.map((s) => s.action),
               settlements.map((s) => s.error),
               settlements.map((s) => s.delayMs),
+              settlements.map((s) => s.fingerprint),
             ]),
           );
           this.noteStale(

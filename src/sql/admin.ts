@@ -39,5 +39,16 @@ export function adminStatements(schema: string) {
                  SELECT id FROM ${jobs}
                   WHERE status = ANY($3::text[]) AND updated_at < now() - $1::float8 * interval '1 millisecond'
                   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+    queuePause: `INSERT INTO ${schema}.queues (name, paused_at) VALUES ($1, now())
+                 ON CONFLICT (name) DO UPDATE SET paused_at = COALESCE(${schema}.queues.paused_at, now()), updated_at = now()`,
+    queueResume: `UPDATE ${schema}.queues SET paused_at = NULL, updated_at = now() WHERE name = $1`,
+    queueList: `SELECT name, paused_at FROM ${schema}.queues ORDER BY name`,
+    deadByFingerprint: `SELECT queue, kind, error_fingerprint AS fingerprint, count(*)::int AS count,
+                               max(updated_at) AS last_seen, (array_agg(id ORDER BY id DESC))[1] AS example_id,
+                               left((array_agg(last_error ORDER BY id DESC))[1], 300) AS example_error
+                          FROM ${jobs} WHERE status = 'dead' AND ($1::text IS NULL OR queue = $1)
+                         GROUP BY queue, kind, error_fingerprint ORDER BY count(*) DESC LIMIT $2`,
+    jobRetryDeadFingerprint: `UPDATE ${jobs} SET status = 'pending', attempts = 0, run_at = now(), updated_at = now()
+                               WHERE status = 'dead' AND error_fingerprint = $1 AND ($2::text IS NULL OR queue = $2) RETURNING id`,
   } as const;
 }

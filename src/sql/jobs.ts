@@ -30,6 +30,8 @@ export function jobStatements(schema: string, tag: string) {
       `WITH picked AS MATERIALIZED (
          SELECT id FROM ${jobs}
           WHERE status = 'pending' AND run_at <= now() AND queue = ANY($1::text[])
+            -- Paused queues: an InitPlan over the tiny queues table, evaluated once per claim.
+            AND queue <> ALL (ARRAY(SELECT name FROM ${schema}.queues WHERE paused_at IS NOT NULL))
           ORDER BY priority DESC, run_at, id
           LIMIT $2
           FOR UPDATE SKIP LOCKED)
@@ -68,8 +70,10 @@ export function jobStatements(schema: string, tag: string) {
               run_at = CASE WHEN d.action IN ('retry', 'snooze') THEN now() + d.delay_ms * interval '1 millisecond'
                             WHEN d.action = 'release' THEN now() ELSE j.run_at END,
               last_error = COALESCE(d.error, j.last_error),
+              error_fingerprint = COALESCE(d.fingerprint, j.error_fingerprint),
               lease = NULL, lease_expires_at = NULL, updated_at = now()
-         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[]) AS d(id, lease, action, error, delay_ms)
+         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::text[])
+              AS d(id, lease, action, error, delay_ms, fingerprint)
         WHERE j.id = d.id AND j.lease = d.lease
        RETURNING j.id, j.status`,
     ),

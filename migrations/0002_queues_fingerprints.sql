@@ -1,0 +1,13 @@
+-- 0002: queue settings (pause/resume) and error fingerprints for the dead-letter tools.
+
+-- One row per queue that has settings; a queue without a row is simply active.
+CREATE TABLE queues (
+  name       text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
+  paused_at  timestamptz,
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- A stable fingerprint of the last error (kind + normalised message), so dead
+-- jobs that failed the same way can be listed and retried together.
+ALTER TABLE jobs ADD COLUMN error_fingerprint text;
+CREATE INDEX jobs_dead_fingerprint ON jobs (queue, error_fingerprint) WHERE status = 'dead';
