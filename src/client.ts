@@ -59,6 +59,8 @@ export interface EnqueueOptions {
   delay?: Duration;
   /** At most one job per (queue, idempotencyKey): a repeat returns the existing job. */
   idempotencyKey?: string;
+  /** Small string metadata carried to the handler (`ctx.job.headers`), e.g. a trace context. At most 32 entries. */
+  headers?: Record<string, string>;
 }
 
 export interface EnqueueResult {
@@ -85,6 +87,7 @@ interface Row {
   runAt: string | null;
   delayMs: number;
   key: string | null;
+  headers: string | null;
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
@@ -162,6 +165,7 @@ export class Skipq {
         row.delayMs,
         row.key,
         this.channel,
+        row.headers,
       ]),
     );
     if (rows[0]) return { id: rows[0].id, created: true };
@@ -231,7 +235,7 @@ export class Skipq {
       const json = `[${chunk
         .map(
           (r) =>
-            `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)}}`,
+            `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"}}`,
         )
         .join(",")}]`;
       const { rows: inserted } = await tx.query(this.statement(this.sql.jobInsertMany, [json]));
@@ -295,6 +299,7 @@ export class Skipq {
       key = options.idempotencyKey;
       if (key.includes("\u0000")) throw new ValidationError("idempotencyKey must not contain NUL characters");
     }
+    const headers = options.headers === undefined ? null : encodeHeaders(options.headers);
     return {
       i,
       queue,
@@ -305,6 +310,22 @@ export class Skipq {
       runAt,
       delayMs,
       key,
+      headers,
     };
   }
+}
+
+function encodeHeaders(headers: Record<string, string>): string {
+  if (typeof headers !== "object" || headers === null || Array.isArray(headers))
+    throw new ValidationError("headers must be an object of strings");
+  const entries = Object.entries(headers);
+  if (entries.length > 32) throw new ValidationError(`headers may hold at most 32 entries, got ${entries.length}`);
+  for (const [key, value] of entries) {
+    if (typeof value !== "string" || key.length > 128 || value.length > 1024) {
+      throw new ValidationError(
+        `header ${JSON.stringify(key)} must be a string of at most 1024 characters, with a name of at most 128`,
+      );
+    }
+  }
+  return encodePayload(headers, 64 * 1024);
 }

@@ -43,6 +43,8 @@ export interface Job<P = unknown> {
   maxAttempts: number;
   runAt: Date;
   createdAt: Date;
+  /** Metadata given at enqueue (e.g. a trace context); empty when none. */
+  headers: Record<string, string>;
 }
 
 export interface JobContext<P = unknown> {
@@ -452,6 +454,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         maxAttempts: row.max_attempts,
         runAt: row.run_at,
         createdAt: row.created_at,
+        headers: row.headers ?? {},
       };
       const running: Running = {
         job,

@@ -41,7 +41,7 @@ export function jobStatements(schema: string, tag: string) {
               lease_expires_at = now() + $4::float8 * interval '1 millisecond', updated_at = now()
          FROM picked WHERE j.id = picked.id
        RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease,
-                 j.run_at, j.created_at`,
+                 j.run_at, j.created_at, j.headers`,
     ),
 
     /** Record successes in one statement; returns the ids whose lease still matched. */
@@ -92,8 +92,8 @@ export function jobStatements(schema: string, tag: string) {
     jobInsert: s(
       "jobInsert",
       `WITH ins AS (
-         INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key)
-         VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8)
+         INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers)
+         VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $10::jsonb)
          ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
          RETURNING id, queue, run_at)
        SELECT id, CASE WHEN run_at <= now() THEN pg_notify($9, queue)::text END AS notified FROM ins`,
@@ -109,11 +109,11 @@ export function jobStatements(schema: string, tag: string) {
      */
     jobInsertMany: s(
       "jobInsertMany",
-      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key)
+      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers)
        SELECT r.queue, r.kind, r.payload, r.priority, r.max_attempts,
-              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.key
+              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.key, r.headers
          FROM jsonb_to_recordset($1::jsonb) AS r(i int, queue text, kind text, payload jsonb, priority smallint,
-              max_attempts int, run_at timestamptz, delay_ms float8, key text)
+              max_attempts int, run_at timestamptz, delay_ms float8, key text, headers jsonb)
         ORDER BY r.i
        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING id, queue, idempotency_key`,
