@@ -56,6 +56,7 @@ export class Reaper {
   async runOnce(): Promise<ReapResult> {
     const client = await this.options.pool.connect();
     const reaped: ReapResult["reaped"] = [];
+    let failure: Error | undefined;
     try {
       await client.query("BEGIN");
       const { rows } = await client.query<{ acquired: boolean }>(this.sql.leaderTryAcquire.text, [this.options.schema]);
@@ -73,11 +74,13 @@ export class Reaper {
       }
       await client.query("COMMIT");
     } catch (error) {
+      failure = error as Error;
       await client.query("ROLLBACK").catch(() => undefined);
-      client.release(error as Error);
       throw error;
+    } finally {
+      // A connection that failed mid-transaction is discarded, not reused.
+      client.release(failure);
     }
-    client.release();
     if (reaped.length > 0) {
       this.options.logger.info({ count: reaped.length }, "skipq: reaped jobs whose lease expired");
       this.options.onReaped?.(reaped);

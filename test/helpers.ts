@@ -3,6 +3,8 @@
  * suffix) in the database at DATABASE_URL, migrated, and dropped afterwards.
  * Waiting is done by polling a condition, never by fixed sleeps.
  */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import pg from "pg";
 import { Skipq, type SkipqOptions, silentLogger } from "../src/index.js";
 
@@ -63,4 +65,28 @@ export async function until<T>(
 export async function statusCounts(t: TestQueue): Promise<Record<string, number>> {
   const { rows } = await t.db.query(`SELECT status, count(*)::int AS n FROM "${t.schema}".jobs GROUP BY status`);
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+const exampleSchemas: string[] = [];
+
+/**
+ * Runs an example file (`node --import tsx file`) in a fresh schema given as
+ * SKIPQ_SCHEMA; resolves with its stdout, rejects on a non-zero exit.
+ */
+export async function runExample(file: string, env: Record<string, string> = {}): Promise<string> {
+  const schema = schemaName(file.replace(/\W/g, "_").slice(-20));
+  exampleSchemas.push(schema);
+  const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", file], {
+    env: { ...process.env, SKIPQ_SCHEMA: schema, ...env },
+    timeout: 60_000,
+  });
+  return stdout;
+}
+
+/** Drops the schemas runExample created (call from afterAll). */
+export async function dropExampleSchemas(): Promise<void> {
+  const db = new pg.Client({ connectionString: DATABASE_URL });
+  await db.connect();
+  for (const s of exampleSchemas.splice(0)) await db.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+  await db.end();
 }
