@@ -319,6 +319,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
         },
         onConnectionChange: (connected) => this.emit("listener", connected),
       });
+    } else if (options.listen ?? true) {
+      this.logger.info(
+        {},
+        "skipq: LISTEN is off (the client was given a pool, not a connection string); pass listenConnectionString for instant wake-ups — polling covers meanwhile",
+      );
     }
     if (options.maintenance ?? true) {
       this.reaper = new Reaper({
