@@ -117,6 +117,11 @@ export class EmbeddedPostgres {
   private binDir = "";
   private readonly ids: Ids;
 
+  /** The data directory while the server exists ("" before start and after stop); the demo reports it. */
+  get dataDirectory(): string {
+    return this.dataDir;
+  }
+
   constructor(private readonly options: EmbeddedPostgresOptions = {}) {
     this.ids = postgresIds();
   }

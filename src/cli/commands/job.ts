@@ -1,0 +1,74 @@
+/**
+ * `skipq job <id>`: everything about one job, its payload and full last
+ * error included. An unknown id exits 1. Read-only.
+ */
+import type { Command } from "commander";
+import type { JobRow } from "../../admin.js";
+import { iso, printJson, table, withSession } from "../context.js";
+import { CliError, EXIT_FAILURE } from "../errors.js";
+import { parseId } from "../parse.js";
+
+/** The stable JSON shape of one job (docs/cli.md). */
+export function jobJson(job: JobRow) {
+  return {
+    id: job.id,
+    queue: job.queue,
+    kind: job.kind,
+    status: job.status,
+    priority: job.priority,
+    attempts: job.attempts,
+    maxAttempts: job.max_attempts,
+    runAt: iso(job.run_at),
+    lockedAt: iso(job.locked_at),
+    lockedBy: job.locked_by,
+    leaseExpiresAt: iso(job.lease_expires_at),
+    idempotencyKey: job.idempotency_key,
+    lastError: job.last_error,
+    errorFingerprint: job.error_fingerprint,
+    completedAt: iso(job.completed_at),
+    createdAt: iso(job.created_at),
+    updatedAt: iso(job.updated_at),
+    headers: (job as JobRow & { headers?: Record<string, string> | null }).headers ?? {},
+    payload: job.payload,
+  };
+}
+
+export function jobCommand(program: Command): void {
+  program
+    .command("job")
+    .description("show one job: every field, its payload and its last error")
+    .argument("<id>", "the job's id")
+    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  $ skipq job 42
+  $ skipq job 42 --json | jq -r .lastError`,
+    )
+    .action(async (idText: string, options: { json?: boolean }, command: Command) => {
+      const id = parseId(idText);
+      await withSession(command, async ({ admin, config }) => {
+        const job = await admin.getJob(id);
+        if (!job) {
+          throw new CliError(
+            `job ${id} does not exist in schema "${config.schema}": list jobs with \`skipq jobs\``,
+            EXIT_FAILURE,
+          );
+        }
+        const data = jobJson(job);
+        if (options.json) {
+          printJson(data);
+          return;
+        }
+        const { payload, lastError, ...fields } = data;
+        const rows = Object.entries(fields).map(([name, value]): [string, string] => [
+          name,
+          value === null ? "-" : typeof value === "object" ? JSON.stringify(value) : String(value),
+        ]);
+        process.stdout.write(`${table(["field", "value"], rows)}\n`);
+        process.stdout.write(`payload:\n${JSON.stringify(payload, null, 2)}\n`);
+        process.stdout.write(`last error:\n${lastError ?? "-"}\n`);
+      });
+    });
+}

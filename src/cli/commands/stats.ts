@@ -1,0 +1,83 @@
+/**
+ * `skipq stats`: per queue, jobs by status, how long the oldest runnable job
+ * has waited, and whether the queue is paused. Read-only.
+ */
+import type { Command } from "commander";
+import { formatAge, printJson, table, withSession } from "../context.js";
+
+export function statsCommand(program: Command): void {
+  program
+    .command("stats")
+    .description("counts by queue and status, oldest pending age, paused queues")
+    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .addHelpText(
+      "after",
+      `
+"pending" counts every pending job; "scheduled" is the part of it not due yet.
+
+Examples:
+  $ skipq stats
+  $ skipq stats --json | jq '.queues[] | select(.dead > 0)'`,
+    )
+    .action(async (options: { json?: boolean }, command: Command) => {
+      await withSession(command, async ({ admin, config }) => {
+        const [stats, settings] = await Promise.all([admin.stats(), admin.listQueueSettings()]);
+        const paused = new Set(settings.filter((s) => s.paused).map((s) => s.name));
+        // Paused queues with no jobs still deserve a row: an operator paused them on purpose.
+        const names = new Set(stats.map((s) => s.queue));
+        const rows = [
+          ...stats,
+          ...[...paused]
+            .filter((name) => !names.has(name))
+            .map((queue) => ({
+              queue,
+              pending: 0,
+              scheduled: 0,
+              running: 0,
+              completed: 0,
+              dead: 0,
+              cancelled: 0,
+              oldestPendingSeconds: null,
+            })),
+        ].sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0));
+        if (options.json) {
+          printJson({
+            schema: config.schema,
+            queues: rows.map((r) => ({
+              queue: r.queue,
+              paused: paused.has(r.queue),
+              pending: r.pending,
+              scheduled: r.scheduled,
+              running: r.running,
+              completed: r.completed,
+              dead: r.dead,
+              cancelled: r.cancelled,
+              oldestPendingSeconds:
+                r.oldestPendingSeconds === null ? null : Math.round(r.oldestPendingSeconds * 1000) / 1000,
+            })),
+          });
+          return;
+        }
+        if (rows.length === 0) {
+          process.stdout.write(`no jobs in schema "${config.schema}" yet; add one with \`skipq enqueue <kind>\`\n`);
+          return;
+        }
+        process.stdout.write(
+          `${table(
+            ["queue", "pending", "scheduled", "running", "completed", "dead", "cancelled", "oldest pending"],
+            rows.map((r) => [
+              paused.has(r.queue) ? `${r.queue} (paused)` : r.queue,
+              r.pending,
+              r.scheduled,
+              r.running,
+              r.completed,
+              r.dead,
+              r.cancelled,
+              formatAge(r.oldestPendingSeconds),
+            ]),
+            ["left", "right", "right", "right", "right", "right", "right", "right"],
+          )}\n`,
+        );
+      });
+    });
+}

@@ -1,0 +1,126 @@
+/**
+ * `skipq worker --tasks <module>`: runs a worker with the handlers a module
+ * exports until SIGTERM or SIGINT. The first signal stops gracefully (no new
+ * claims, running jobs get --shutdown-timeout to finish, then their signals
+ * abort and unfinished jobs go back to pending); a second signal skips to that
+ * hard stop. Invariant: the tasks module and every flag are checked before the
+ * worker connects, so bad input claims nothing.
+ */
+import type { Command } from "commander";
+import { Skipq } from "../../client.js";
+import { defaultLogger } from "../../logger.js";
+import type { WorkerOptions } from "../../worker.js";
+import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";
+import { describeTarget } from "../errors.js";
+import { collect, parseDuration, parseInteger } from "../parse.js";
+import { loadTasks } from "../tasks.js";
+
+interface WorkerFlags {
+  tasks: string;
+  queue?: string[];
+  concurrency: string;
+  lockTimeout: string;
+  shutdownTimeout: string;
+  pollInterval: string;
+  jobTimeout?: string;
+  quiet?: boolean;
+}
+
+function log(line: string): void {
+  process.stderr.write(`skipq worker: ${line}\n`);
+}
+
+export function workerCommand(program: Command): void {
+  program
+    .command("worker")
+    .description("run jobs with the handlers a tasks module exports, until SIGTERM/SIGINT")
+    .requiredOption(
+      "-t, --tasks <module>",
+      "a .js/.mjs (or .ts, with tsx) file whose default export maps kinds to handlers",
+    )
+    .option("-q, --queue <name>", 'queue to take jobs from; repeatable (default "default")', collect)
+    .option("-c, --concurrency <n>", "handlers running at once", "10")
+    .option("--lock-timeout <duration>", "lease per claim and heartbeat; expired leases are reaped", "30s")
+    .option("--shutdown-timeout <duration>", "on stop, how long running jobs may finish before they are aborted", "10s")
+    .option("--poll-interval <duration>", "longest wait between claims when no notification arrives", "1s")
+    .option("--job-timeout <duration>", "per-job time limit (the handler's signal aborts and the job retries)")
+    .option("--quiet", "do not log failed jobs")
+    .addHelpText(
+      "after",
+      `
+The tasks module:
+  // tasks.mjs
+  export default {
+    "send-email": async (payload, ctx) => { await mailer.send(payload.to, { signal: ctx.signal }); },
+  };
+
+Examples:
+  $ skipq worker --tasks ./tasks.mjs
+  $ skipq worker --tasks ./tasks.ts --queue emails --queue reports --concurrency 50
+
+Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
+(unfinished jobs go back to pending without using an attempt).`,
+    )
+    .action(async (flags: WorkerFlags, command: Command) => {
+      const config = resolveConfig(command);
+      const options: WorkerOptions = {
+        queues: flags.queue && flags.queue.length > 0 ? flags.queue : ["default"],
+        concurrency: parseInteger("--concurrency", flags.concurrency, 1, 10_000),
+        lockTimeout: parseDuration("--lock-timeout", flags.lockTimeout, { allowZero: false }),
+        shutdownTimeout: parseDuration("--shutdown-timeout", flags.shutdownTimeout),
+        pollInterval: parseDuration("--poll-interval", flags.pollInterval, { allowZero: false }),
+      };
+      if (flags.jobTimeout !== undefined)
+        options.jobTimeout = parseDuration("--job-timeout", flags.jobTimeout, { allowZero: false });
+      const connectionString = requireDatabase(config);
+      const handlers = await loadTasks(flags.tasks);
+
+      const skipq = new Skipq({ connectionString, schema: config.schema, poolSize: 2, logger: defaultLogger });
+      let stopped: Promise<void> | undefined;
+      let signals = 0;
+      const onSignal = (signal: NodeJS.Signals) => {
+        signals++;
+        if (signals === 1) {
+          log(`${signal}: finishing running jobs (up to ${flags.shutdownTimeout}); send it again to stop at once`);
+        } else {
+          log(`${signal} again: stopping now; unfinished jobs go back to pending`);
+        }
+        void worker?.stop();
+      };
+      let worker: ReturnType<Skipq["worker"]> | undefined;
+      try {
+        await checkSchema(skipq);
+        worker = skipq.worker(options);
+        for (const [kind, handler] of handlers) worker.register(kind, handler);
+        const active = worker;
+        stopped = new Promise((resolve) => active.once("stopped", () => resolve()));
+        if (!flags.quiet) {
+          active.on("jobEnd", (job, outcome, _ms, error) => {
+            if (outcome !== "retry" && outcome !== "dead") return;
+            const reason = error instanceof Error ? error.message : String(error);
+            const what =
+              outcome === "dead"
+                ? `is dead after attempt ${job.attempt}/${job.maxAttempts}`
+                : `failed attempt ${job.attempt}/${job.maxAttempts}, will retry`;
+            log(`job ${job.id} (${job.kind}) ${what}: ${reason.split("\n")[0]}`);
+          });
+        }
+        await active.start();
+        process.on("SIGTERM", onSignal);
+        process.on("SIGINT", onSignal);
+        log(
+          `${active.id} running ${[...handlers.keys()].join(", ")} from queue${options.queues?.length === 1 ? "" : "s"} ${options.queues?.join(", ")} (concurrency ${active.concurrency}); schema "${config.schema}" at ${describeTarget(connectionString)}; ready`,
+        );
+        await stopped;
+        const s = active.stats;
+        log(`stopped: ${s.completed} completed, ${s.failed} failed attempts, ${s.released} released to pending`);
+      } catch (error) {
+        await worker?.stop().catch(() => undefined);
+        throw asCliError(error, config);
+      } finally {
+        process.off("SIGTERM", onSignal);
+        process.off("SIGINT", onSignal);
+        await skipq.close().catch(() => undefined);
+      }
+    });
+}

@@ -1,0 +1,151 @@
+/**
+ * What every command shares: configuration (flags first, then DATABASE_URL and
+ * SKIPQ_SCHEMA, then defaults), a short-lived `Skipq` client with a small pool,
+ * and output helpers (tables for people, stable JSON for scripts).
+ * Invariant: a command that reads or changes jobs checks the schema's migration
+ * version first, so an unmigrated schema gets "run skipq migrate", never a
+ * half-done write. It never migrates on its own (only `migrate` and `demo` do).
+ */
+import Table from "cli-table3";
+import type { Command } from "commander";
+import { Admin } from "../admin.js";
+import { Skipq } from "../client.js";
+import { silentLogger } from "../logger.js";
+import { assertSchemaCurrent, currentVersion } from "../migrate.js";
+import { assertSchema } from "../validate.js";
+import { CliError, describeError, EXIT_FAILURE } from "./errors.js";
+
+export interface GlobalOptions {
+  databaseUrl?: string;
+  schema?: string;
+}
+
+export interface CliConfig {
+  /** From --database-url, else DATABASE_URL; undefined when neither is set. */
+  connectionString: string | undefined;
+  /** From --schema, else SKIPQ_SCHEMA, else "skipq". */
+  schema: string;
+}
+
+/** Resolves configuration for a command: its flags (and the program's), then the environment. */
+export function resolveConfig(command: Command): CliConfig {
+  const options = command.optsWithGlobals<GlobalOptions>();
+  const connectionString = nonEmpty(options.databaseUrl) ?? nonEmpty(process.env.DATABASE_URL);
+  const schemaText = nonEmpty(options.schema) ?? nonEmpty(process.env.SKIPQ_SCHEMA) ?? "skipq";
+  try {
+    assertSchema(schemaText);
+  } catch (error) {
+    throw new CliError(`${(error as Error).message} (from ${options.schema ? "--schema" : "SKIPQ_SCHEMA"})`);
+  }
+  return { connectionString, schema: schemaText };
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === "" ? undefined : value.trim();
+}
+
+/** The connection string, or a clear error when none is configured. */
+export function requireDatabase(config: CliConfig): string {
+  if (config.connectionString) return config.connectionString;
+  throw new CliError(
+    "no database configured: pass --database-url postgres://user@host:5432/db or set DATABASE_URL (or run `skipq demo`, which needs none)",
+  );
+}
+
+export interface Session {
+  skipq: Skipq;
+  admin: Admin;
+  config: CliConfig;
+}
+
+/**
+ * Runs `body` with a client on the configured database and closes it after.
+ * Errors come back as one-line `CliError`s that name the server or schema.
+ */
+export async function withSession<T>(
+  command: Command,
+  body: (session: Session) => Promise<T>,
+  options: { checkSchema?: boolean; poolSize?: number } = {},
+): Promise<T> {
+  const config = resolveConfig(command);
+  const connectionString = requireDatabase(config);
+  const skipq = new Skipq({
+    connectionString,
+    schema: config.schema,
+    poolSize: options.poolSize ?? 2,
+    logger: silentLogger,
+  });
+  try {
+    if (options.checkSchema ?? true) await checkSchema(skipq);
+    return await body({ skipq, admin: new Admin(skipq), config });
+  } catch (error) {
+    throw asCliError(error, config);
+  } finally {
+    await skipq.close().catch(() => undefined);
+  }
+}
+
+/** Refuses a schema that is missing or not at this code's migration version. */
+export async function checkSchema(skipq: Skipq): Promise<void> {
+  if ((await currentVersion(skipq.pool, skipq.schema)) === 0) {
+    throw new CliError(
+      `schema "${skipq.schema}" has no skipq tables: run \`skipq migrate\` first, or pass the schema you migrated with --schema or SKIPQ_SCHEMA`,
+      EXIT_FAILURE,
+    );
+  }
+  await assertSchemaCurrent(skipq.pool, skipq.schema);
+}
+
+/** Any error as a `CliError` whose message names the configured server and schema. */
+export function asCliError(error: unknown, config: CliConfig): CliError {
+  if (error instanceof CliError) return error;
+  const described = describeError(error, config);
+  return new CliError(described.message, described.exitCode);
+}
+
+/** Prints a value as indented JSON on stdout (the stable `--json` format). */
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** A plain table (no colours, so it reads the same in a terminal, a pipe or a log). */
+export function table(head: string[], rows: Array<Array<string | number>>, align?: Array<"left" | "right">): string {
+  const t = new Table({
+    head,
+    style: { head: [], border: [], compact: true },
+    ...(align ? { colAligns: align } : {}),
+  });
+  for (const row of rows) t.push(row);
+  return t.toString();
+}
+
+/** "12s", "4m 10s", "3h 2m", "5d 1h": a readable age from seconds. */
+export function formatAge(seconds: number | null): string {
+  if (seconds === null) return "-";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`;
+}
+
+/** A timestamp as ISO 8601 (UTC), or null. */
+export function iso(value: Date | string | null | undefined): string | null {
+  if (value === null || value === undefined) return null;
+  return (value instanceof Date ? value : new Date(value)).toISOString();
+}
+
+/** The first line of an error text, shortened for a table cell. */
+export function firstLine(text: string | null, max = 60): string {
+  if (!text) return "";
+  const line = text.split("\n")[0] ?? "";
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+/** How a user runs this binary, for "try next" hints: `skipq` when installed, else the path used. */
+export function selfCommand(): string {
+  const script = process.argv[1] ?? "";
+  if (script.includes("node_modules") || !script.endsWith(".js")) return "npx skipq";
+  const relative = script.startsWith(process.cwd()) ? script.slice(process.cwd().length + 1) : script;
+  return `node ${relative}`;
+}

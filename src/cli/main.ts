@@ -1,0 +1,112 @@
+/**
+ * The `skipq` command line: builds the commander program and runs it.
+ * Each command lives in its own file under `commands/` and is registered from
+ * the list below, so adding one is a new file plus one line here.
+ * Invariants: every failure is one line on stderr and a non-zero exit code
+ * (2 for bad input, 1 otherwise); unknown commands and flags suggest the
+ * closest; output goes to stdout only on success. It never calls
+ * `process.exit` itself: `main` returns the exit code to bin/skipq.js.
+ */
+import { readFileSync } from "node:fs";
+import { Command, CommanderError } from "commander";
+import { benchCommand } from "./commands/bench.js";
+import { cancelCommand } from "./commands/cancel.js";
+import { demoCommand } from "./commands/demo.js";
+import { enqueueCommand } from "./commands/enqueue.js";
+import { jobCommand } from "./commands/job.js";
+import { jobsCommand } from "./commands/jobs.js";
+import { migrateCommand } from "./commands/migrate.js";
+import { pruneCommand } from "./commands/prune.js";
+import { queueCommand } from "./commands/queue.js";
+import { retryCommand } from "./commands/retry.js";
+import { statsCommand } from "./commands/stats.js";
+import { workerCommand } from "./commands/worker.js";
+import { describeError, EXIT_USAGE } from "./errors.js";
+
+/** Adds one command (with its options, help and action) to the program. */
+export type CliCommand = (program: Command) => void;
+
+/** Every command, in the order `skipq --help` lists them. Add yours here. */
+const commands: CliCommand[] = [
+  migrateCommand,
+  enqueueCommand,
+  workerCommand,
+  statsCommand,
+  jobsCommand,
+  jobCommand,
+  retryCommand,
+  cancelCommand,
+  pruneCommand,
+  queueCommand,
+  demoCommand,
+  benchCommand,
+];
+
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as {
+      version: string;
+    };
+    return pkg.version;
+  } catch {
+    return "unknown";
+  }
+}
+
+/** Builds the program; exported for tests and for tools that embed the CLI. */
+export function buildProgram(): Command {
+  const program = new Command("skipq");
+  program
+    .description("A durable job queue that lives inside PostgreSQL: enqueue, run and inspect jobs.")
+    .version(version(), "-v, --version")
+    .option("--database-url <url>", "PostgreSQL connection string (default: $DATABASE_URL)")
+    .option("--schema <name>", 'schema holding skipq\'s tables (default: $SKIPQ_SCHEMA, else "skipq")')
+    .showSuggestionAfterError(true)
+    .showHelpAfterError(false)
+    .configureHelp({ showGlobalOptions: true, sortSubcommands: false })
+    .configureOutput({
+      // Commander prints "error: …" and "(Did you mean …?)" on two lines; keep it one line that says what to do.
+      outputError: (text, write) => {
+        const line = text
+          .trim()
+          .replace(/\n\(Did you mean (.*)\?\)/, " (did you mean $1?)")
+          .replace(/\n/g, " ")
+          .replace(/^error: /, "");
+        write(`skipq: ${line}; see \`skipq --help\`\n`);
+      },
+    })
+    .exitOverride()
+    .addHelpText(
+      "after",
+      `
+Configuration: flags first, then DATABASE_URL and SKIPQ_SCHEMA.
+Exit codes: 0 success, 1 failure (database, unknown job), 2 bad input.
+
+Examples:
+  $ skipq demo                      # no database needed
+  $ export DATABASE_URL=postgres://postgres@127.0.0.1:5432/app
+  $ skipq migrate
+  $ skipq enqueue send-email --payload '{"to":"ada@example.com"}'
+  $ skipq worker --tasks ./tasks.js --concurrency 20
+  $ skipq stats`,
+    );
+  for (const add of commands) add(program);
+  return program;
+}
+
+/** Runs the CLI with `argv` (as process.argv) and resolves to the exit code. */
+export async function main(argv: string[] = process.argv): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === "number" ? process.exitCode : 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and --version "fail" with exit code 0; real usage errors were already printed by outputError.
+      return error.exitCode === 0 ? 0 : EXIT_USAGE;
+    }
+    const { message, exitCode } = describeError(error);
+    process.stderr.write(`skipq: ${message}\n`);
+    return exitCode;
+  }
+}
