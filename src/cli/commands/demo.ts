@@ -4,7 +4,6 @@
  */
 import type { Command } from "commander";
 import { asCliError, type GlobalOptions, resolveConfig, selfCommand } from "../context.js";
-import { runDemo } from "../demo.js";
 import { parseInteger } from "../parse.js";
 
 export function demoCommand(program: Command): void {
@@ -33,6 +32,8 @@ Examples:
       const config = resolveConfig(command);
       const explicit = command.optsWithGlobals<GlobalOptions>().schema ?? process.env.SKIPQ_SCHEMA;
       try {
+        // Loaded on demand: the progress bar and the embedded server are only for the demo.
+        const { runDemo } = await import("../demo.js");
         await runDemo({
           jobs,
           concurrency,
