@@ -532,7 +532,8 @@ function nextSteps(options: DemoOptions, schema: string, url: string, embedded: 
     [`worker --tasks examples/tasks.mjs${flag}`, "run your own handlers"],
   ];
   if (options.hasDashboard) hints.push([`dashboard${flag}`, "the web dashboard"]);
-  const width = Math.max(...hints.map(([command]) => command.length));
+  // Long commands (the enqueue example) are not allowed to push every description far right.
+  const width = Math.max(...hints.map(([command]) => command.length).filter((length) => length <= 40));
   for (const [command, what] of hints) say(`  ${env}${self} ${command.padEnd(width)}   ${what}`);
   say("  Docs: docs/cli.md (every command), README.md (the library).");
 }
