@@ -22,8 +22,8 @@ With one, it uses that database in schema "skipq_demo" (or --schema), which it
 drops and recreates on every run; it refuses a schema it did not create.
 
 Examples:
-  $ npm run demo
   $ skipq demo --jobs 2000
+  $ npm run demo                    # in a checkout: builds first
   $ DATABASE_URL=postgres://postgres@127.0.0.1:5432/app skipq demo`,
     )
     .action(async (flags: { jobs: string; concurrency: string; keep?: boolean }, command: Command) => {

@@ -16,7 +16,7 @@ export function migrateCommand(program: Command): void {
       "after",
       `
 Example:
-  $ DATABASE_URL=postgres://postgres@127.0.0.1:5432/app skipq migrate --schema jobs`,
+  $ skipq migrate --database-url postgres://postgres@127.0.0.1:5432/app --schema jobs`,
     )
     .action(async (options: { json?: boolean }, command: Command) => {
       await withSession(
