@@ -46,7 +46,15 @@ function nonEmpty(value: string | undefined): string | undefined {
 
 /** The connection string, or a clear error when none is configured. */
 export function requireDatabase(config: CliConfig): string {
-  if (config.connectionString) return config.connectionString;
+  if (config.connectionString) {
+    // node-postgres also takes socket paths; anything else is a typo worth naming before connecting.
+    if (!/^(postgres(ql)?:\/\/|socket:|\/)/.test(config.connectionString)) {
+      throw new CliError(
+        `the database URL ${JSON.stringify(config.connectionString)} is not a PostgreSQL connection string: use postgres://user:password@host:5432/database`,
+      );
+    }
+    return config.connectionString;
+  }
   throw new CliError(
     "no database configured: pass --database-url postgres://user@host:5432/db or set DATABASE_URL (or run `skipq demo`, which needs none)",
   );

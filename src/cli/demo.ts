@@ -526,7 +526,7 @@ function nextSteps(options: DemoOptions, schema: string, url: string, embedded: 
   const env = embedded && options.keep ? `DATABASE_URL=${url} ` : "";
   const hints: Array<[string, string]> = [
     [`stats${flag}`, "counts by queue and status"],
-    [`jobs --status dead${flag}`, "the jobs that failed for good"],
+    [`dead${flag}`, "the jobs that failed for good, grouped by error"],
     [`retry --dead${flag}`, "give them another go"],
     [`enqueue send-email --payload '{"to":"ada@example.com"}'${flag}`, "add a job by hand"],
     [`worker --tasks examples/tasks.mjs${flag}`, "run your own handlers"],

@@ -65,9 +65,10 @@ export function describeError(error: unknown, context: { connectionString?: stri
     };
   }
   const message = oneLine(err?.message ?? String(error));
-  if (/timeout expired|Connection terminated due to connection timeout/i.test(message)) {
+  // node-postgres gives these connection failures no code; its messages are all there is to go on.
+  if (!code && /timeout expired|Connection terminated/i.test(message)) {
     return {
-      message: `cannot reach PostgreSQL at ${target}: the connection timed out; ${POINT_ELSEWHERE}`,
+      message: `cannot reach PostgreSQL at ${target}: ${message.toLowerCase()} (is a PostgreSQL server listening there?); ${POINT_ELSEWHERE}`,
       exitCode: EXIT_FAILURE,
     };
   }

@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { benchCommand } from "./commands/bench.js";
 import { cancelCommand } from "./commands/cancel.js";
+import { deadCommand } from "./commands/dead.js";
 import { demoCommand } from "./commands/demo.js";
 import { enqueueCommand } from "./commands/enqueue.js";
 import { jobCommand } from "./commands/job.js";
@@ -34,6 +35,7 @@ const commands: CliCommand[] = [
   statsCommand,
   jobsCommand,
   jobCommand,
+  deadCommand,
   retryCommand,
   cancelCommand,
   pruneCommand,

@@ -101,6 +101,15 @@ describe.concurrent("rejected before anything is written", () => {
     );
   });
 
+  test("a malformed database URL is named and refused before connecting", async () => {
+    const result = await skipq(["enqueue", "x"], { DATABASE_URL: "localhost:5432" });
+    expectOneLineError(
+      result,
+      2,
+      /the database URL "localhost:5432" is not a PostgreSQL connection string: use postgres:\/\//,
+    );
+  });
+
   test("no database configured says how to configure one", async () => {
     const result = await skipq(["stats"], {});
     expectOneLineError(result, 2, /no database configured: pass --database-url .* or set DATABASE_URL/);

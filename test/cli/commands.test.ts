@@ -194,6 +194,41 @@ describe.concurrent("cli commands", () => {
       expect((await row(other)).status).toBe("dead");
     });
 
+    test("dead groups dead jobs by fingerprint, and retry --dead --fingerprint retries only that group", async () => {
+      const [a, b, c] = [
+        await enqueue("fpkind", "--queue", "fpq"),
+        await enqueue("fpkind", "--queue", "fpq"),
+        await enqueue("fpkind", "--queue", "fpq"),
+      ];
+      await t.db.query(
+        `UPDATE "${t.schema}".jobs SET status = 'dead', error_fingerprint = CASE WHEN id = $1 THEN 'bbbbbbbbbbbbbbbb' ELSE 'aaaaaaaaaaaaaaaa' END, last_error = 'Error: boom' WHERE id = ANY($2)`,
+        [c, [a, b, c]],
+      );
+      const groups = JSON.parse((await skipq(["dead", "--queue", "fpq", "--json"], env)).stdout).groups;
+      expect(groups).toEqual([
+        expect.objectContaining({
+          queue: "fpq",
+          kind: "fpkind",
+          fingerprint: "aaaaaaaaaaaaaaaa",
+          count: 2,
+          exampleId: b,
+        }),
+        expect.objectContaining({
+          fingerprint: "bbbbbbbbbbbbbbbb",
+          count: 1,
+          exampleId: c,
+          exampleError: "Error: boom",
+        }),
+      ]);
+      const retried = await skipq(["retry", "--dead", "--fingerprint", "aaaaaaaaaaaaaaaa", "--json"], env);
+      expect(JSON.parse(retried.stdout)).toEqual({ retried: 2 });
+      expect([(await row(a)).status, (await row(b)).status, (await row(c)).status]).toEqual([
+        "pending",
+        "pending",
+        "dead",
+      ]);
+    });
+
     test("cancel <id> cancels a pending job", async () => {
       const id = await enqueue("unwanted");
       const result = await skipq(["cancel", id], env);

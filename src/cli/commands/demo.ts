@@ -3,7 +3,7 @@
  * Flags are checked before anything starts.
  */
 import type { Command } from "commander";
-import { asCliError, type GlobalOptions, resolveConfig, selfCommand } from "../context.js";
+import { asCliError, type GlobalOptions, requireDatabase, resolveConfig, selfCommand } from "../context.js";
 import { parseInteger } from "../parse.js";
 
 export function demoCommand(program: Command): void {
@@ -30,6 +30,7 @@ Examples:
       const jobs = parseInteger("--jobs", flags.jobs, 1, 1_000_000);
       const concurrency = parseInteger("--concurrency", flags.concurrency, 1, 1000);
       const config = resolveConfig(command);
+      if (config.connectionString) requireDatabase(config); // a malformed URL is bad input, not a failed demo
       const explicit = command.optsWithGlobals<GlobalOptions>().schema ?? process.env.SKIPQ_SCHEMA;
       try {
         // Loaded on demand: the progress bar and the embedded server are only for the demo.
