@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-// The `skipq` binary: runs the compiled CLI (npm run build creates dist/).
+// The `skipq` binary: loads the compiled CLI (dist/, made by `npm run build`)
+// and exits with the code it returns. It holds no logic of its own; the
+// commands live in src/cli/. It never runs TypeScript sources directly.
 import { existsSync } from "node:fs";
 
 const entry = new URL("../dist/src/cli/main.js", import.meta.url);

