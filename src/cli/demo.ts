@@ -16,6 +16,7 @@ import { type BulkItem, Skipq } from "../client.js";
 import { FailPermanently } from "../errors.js";
 import { EmbeddedPostgres } from "../internal/embeddedPostgres.js";
 import { silentLogger } from "../logger.js";
+import { demoStatements } from "../sql/demo.js";
 import type { Job, JobContext, Worker } from "../worker.js";
 import { table } from "./context.js";
 import { CliError, describeTarget, EXIT_FAILURE } from "./errors.js";
@@ -210,9 +211,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 
     // One reading of the database clock: pickup latency = handler start minus run_at, both on that clock.
     const t0 = Date.now();
-    const { rows } = await skipq.pool.query<{ now: number }>(
-      "SELECT extract(epoch FROM clock_timestamp())::float8 * 1000 AS now",
-    );
+    const { rows } = await skipq.pool.query<{ now: number }>(demoStatements(skipq.schemaSql, DEMO_MARK).clockRead);
     const clockOffset = (rows[0]?.now ?? Date.now()) - (t0 + Date.now()) / 2;
 
     const sample = sampleJobs(options.jobs);
@@ -400,11 +399,9 @@ async function cleanup(
 
 /** Makes a fresh, migrated schema; on a user's database only a schema the demo marked may be dropped. */
 async function prepareSchema(skipq: Skipq, embedded: boolean): Promise<void> {
+  const sql = demoStatements(skipq.schemaSql, DEMO_MARK);
   if (!embedded) {
-    const { rows } = await skipq.pool.query<{ comment: string | null }>(
-      "SELECT obj_description(oid, 'pg_namespace') AS comment FROM pg_namespace WHERE nspname = $1",
-      [skipq.schema],
-    );
+    const { rows } = await skipq.pool.query<{ comment: string | null }>(sql.schemaMarkRead, [skipq.schema]);
     if (rows[0] && rows[0].comment !== DEMO_MARK) {
       throw new CliError(
         `schema "${skipq.schema}" already exists and was not created by \`skipq demo\`, so the demo will not touch it: pass --schema with another name`,
@@ -412,10 +409,10 @@ async function prepareSchema(skipq: Skipq, embedded: boolean): Promise<void> {
       );
     }
     // Why drop: every run starts from an empty queue so its numbers mean something.
-    if (rows[0]) await skipq.pool.query(`DROP SCHEMA ${skipq.schemaSql} CASCADE`);
+    if (rows[0]) await skipq.pool.query(sql.schemaDrop);
   }
   await skipq.migrate();
-  await skipq.pool.query(`COMMENT ON SCHEMA ${skipq.schemaSql} IS '${DEMO_MARK.replaceAll("'", "''")}'`);
+  await skipq.pool.query(sql.schemaMark);
 }
 
 interface RunFigures {
@@ -432,8 +429,7 @@ interface RunFigures {
 
 async function summary(skipq: Skipq, f: RunFigures): Promise<void> {
   const { rows } = await skipq.pool.query<{ queue: string; status: string; jobs: number; attempts: number }>(
-    `SELECT queue, status, count(*)::int AS jobs, sum(attempts)::int AS attempts
-       FROM ${skipq.schemaSql}.jobs GROUP BY queue, status ORDER BY queue, status`,
+    demoStatements(skipq.schemaSql, DEMO_MARK).summaryByQueue,
   );
   const statuses = ["completed", "dead", "pending", "running", "cancelled"];
   const byQueue = new Map<string, Record<string, number>>();
