@@ -5,7 +5,7 @@
  * exactly what the API accepts. Nothing here touches the database.
  */
 import { ValidationError } from "../errors.js";
-import { toMs } from "../validate.js";
+import { assertName, toMs } from "../validate.js";
 import { CliError } from "./errors.js";
 
 /** An integer flag such as `--priority 5`. */
@@ -64,4 +64,14 @@ export function parseId(text: string): string {
 /** Repeatable `--queue a --queue b` (or `--queue a,b`). */
 export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), ...value.split(",").filter((v) => v.length > 0)];
+}
+
+/** A queue or kind name, checked before connecting (the same rule as the library's). */
+export function parseName(what: "queue" | "kind", text: string): string {
+  try {
+    return assertName(what, text);
+  } catch (error) {
+    if (error instanceof ValidationError) throw new CliError(error.message);
+    throw error;
+  }
 }

@@ -101,6 +101,16 @@ describe.concurrent("rejected before anything is written", () => {
     );
   });
 
+  test("bad names are refused before connecting (exit 2 even with the database unreachable)", async () => {
+    const unreachable = { DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" };
+    const results = await Promise.all([
+      skipq(["enqueue", "a b"], unreachable),
+      skipq(["queue", "pause", "x y"], unreachable),
+      skipq(["worker", "--tasks", "examples/tasks.mjs", "--queue", "q w"], unreachable),
+    ]);
+    for (const result of results) expectOneLineError(result, 2, /name ".*" is not allowed/);
+  });
+
   test("a malformed database URL is named and refused before connecting", async () => {
     const result = await skipq(["enqueue", "x"], { DATABASE_URL: "localhost:5432" });
     expectOneLineError(

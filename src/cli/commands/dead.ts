@@ -6,7 +6,7 @@
  */
 import type { Command } from "commander";
 import { firstLine, iso, printJson, table, withSession } from "../context.js";
-import { parseInteger } from "../parse.js";
+import { parseInteger, parseName } from "../parse.js";
 
 export function deadCommand(program: Command): void {
   program
@@ -24,6 +24,7 @@ Examples:
     )
     .action(async (flags: { queue?: string; limit: string; json?: boolean }, command: Command) => {
       const limit = parseInteger("--limit", flags.limit, 1, 1000);
+      if (flags.queue !== undefined) parseName("queue", flags.queue);
       await withSession(command, async ({ admin }) => {
         const groups = await admin.deadByFingerprint({
           limit,

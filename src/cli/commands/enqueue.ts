@@ -8,7 +8,7 @@ import type { Command } from "commander";
 import type { EnqueueOptions } from "../../client.js";
 import { printJson, withSession } from "../context.js";
 import { CliError } from "../errors.js";
-import { parseDate, parseDuration, parseInteger, parseJson } from "../parse.js";
+import { parseDate, parseDuration, parseInteger, parseJson, parseName } from "../parse.js";
 
 interface EnqueueFlags {
   payload: string;
@@ -62,12 +62,13 @@ Examples:
     )
     .action(async (kind: string, flags: EnqueueFlags, command: Command) => {
       // Parse everything first: bad input must never reach the database.
+      parseName("kind", kind);
       const payload = parseJson("--payload", flags.payload);
       if (flags.delay !== undefined && flags.runAt !== undefined) {
         throw new CliError("pass either --delay or --run-at, not both");
       }
       const options: EnqueueOptions = {};
-      if (flags.queue !== undefined) options.queue = flags.queue;
+      if (flags.queue !== undefined) options.queue = parseName("queue", flags.queue);
       if (flags.priority !== undefined) options.priority = parseInteger("--priority", flags.priority, -32768, 32767);
       if (flags.delay !== undefined) options.delay = parseDuration("--delay", flags.delay);
       if (flags.runAt !== undefined) options.runAt = parseDate("--run-at", flags.runAt);

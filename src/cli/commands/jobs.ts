@@ -7,7 +7,7 @@ import { JOB_STATUSES, type JobStatus } from "../../admin.js";
 import { closest } from "../../errors.js";
 import { firstLine, iso, printJson, table, withSession } from "../context.js";
 import { CliError } from "../errors.js";
-import { parseId, parseInteger } from "../parse.js";
+import { parseId, parseInteger, parseName } from "../parse.js";
 
 interface JobsFlags {
   status?: string;
@@ -47,6 +47,8 @@ Examples:
       const status = flags.status === undefined ? undefined : parseStatus(flags.status);
       const limit = parseInteger("--limit", flags.limit, 1, 1000);
       const before = flags.before === undefined ? undefined : parseId(flags.before);
+      if (flags.queue !== undefined) parseName("queue", flags.queue);
+      if (flags.kind !== undefined) parseName("kind", flags.kind);
       await withSession(command, async ({ admin }) => {
         const jobs = await admin.listJobs({
           limit,

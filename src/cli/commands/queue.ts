@@ -5,6 +5,7 @@
  */
 import type { Command } from "commander";
 import { iso, printJson, table, withSession } from "../context.js";
+import { parseName } from "../parse.js";
 
 export function queueCommand(program: Command): void {
   const queue = program
@@ -24,6 +25,7 @@ Examples:
     .argument("<name>", "queue name")
     .option("--json", 'print {"queue","paused"} as JSON')
     .action(async (name: string, options: { json?: boolean }, command: Command) => {
+      parseName("queue", name);
       await withSession(command, async ({ admin }) => {
         await admin.pauseQueue(name);
         if (options.json) printJson({ queue: name, paused: true });
@@ -36,6 +38,7 @@ Examples:
     .argument("<name>", "queue name")
     .option("--json", 'print {"queue","paused"} as JSON')
     .action(async (name: string, options: { json?: boolean }, command: Command) => {
+      parseName("queue", name);
       await withSession(command, async ({ admin }) => {
         await admin.resumeQueue(name);
         if (options.json) printJson({ queue: name, paused: false });

@@ -7,7 +7,7 @@
 import type { Command } from "commander";
 import { printJson, withSession } from "../context.js";
 import { CliError } from "../errors.js";
-import { parseId } from "../parse.js";
+import { parseId, parseName } from "../parse.js";
 
 interface RetryFlags {
   dead?: boolean;
@@ -41,6 +41,7 @@ Examples:
         throw new CliError("--queue and --fingerprint go with --dead, not with a job id");
       }
       const id = idText === undefined ? undefined : parseId(idText);
+      if (flags.queue !== undefined) parseName("queue", flags.queue);
       await withSession(command, async ({ admin }) => {
         let retried: number;
         if (id !== undefined) {

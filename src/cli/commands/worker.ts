@@ -12,7 +12,7 @@ import { defaultLogger } from "../../logger.js";
 import type { WorkerOptions } from "../../worker.js";
 import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";
 import { describeTarget } from "../errors.js";
-import { collect, parseDuration, parseInteger } from "../parse.js";
+import { collect, parseDuration, parseInteger, parseName } from "../parse.js";
 import { loadTasks } from "../tasks.js";
 
 interface WorkerFlags {
@@ -64,7 +64,7 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
     .action(async (flags: WorkerFlags, command: Command) => {
       const config = resolveConfig(command);
       const options: WorkerOptions = {
-        queues: flags.queue && flags.queue.length > 0 ? flags.queue : ["default"],
+        queues: flags.queue && flags.queue.length > 0 ? flags.queue.map((q) => parseName("queue", q)) : ["default"],
         concurrency: parseInteger("--concurrency", flags.concurrency, 1, 10_000),
         lockTimeout: parseDuration("--lock-timeout", flags.lockTimeout, { allowZero: false }),
         shutdownTimeout: parseDuration("--shutdown-timeout", flags.shutdownTimeout),
