@@ -40,6 +40,26 @@ export {
 export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from "./job.js";
 export { defaultLogger, type Logger, silentLogger } from "./logger.js";
 export { latestVersion, type MigrateResult } from "./migrate.js";
+// Outbox, sagas, driver adapters (issue 8).
+export {
+  Outbox,
+  type OutboxEvent,
+  OutboxRelay,
+  type OutboxSink,
+  type PublishOptions,
+  type RelayEvents,
+  type RelayOptions,
+} from "./outbox.js";
+export { type NatsSinkOptions, natsSink } from "./sinks/nats.js";
+export { type RabbitmqSinkOptions, rabbitmqSink } from "./sinks/rabbitmq.js";
+export {
+  SIGNATURE_HEADER,
+  signWebhook,
+  TIMESTAMP_HEADER,
+  verifyWebhook,
+  type WebhookSinkOptions,
+  webhookSink,
+} from "./sinks/webhook.js";
 export type { Duration } from "./validate.js";
 export {
   errorFingerprint,
