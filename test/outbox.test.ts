@@ -2,57 +2,15 @@ import { once } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import {
-  Outbox,
-  type OutboxEvent,
-  type OutboxSink,
-  SIGNATURE_HEADER,
-  TIMESTAMP_HEADER,
-  verifyWebhook,
-  webhookSink,
-} from "../src/index.js";
+import { Outbox, type OutboxEvent, type OutboxSink, webhookSink } from "../src/index.js";
 import { type TestQueue, testQueue, until } from "./helpers.js";
-
-const SECRET = "test-secret-0123456789";
-
-/** A local webhook receiver: records verified bodies; `answer` decides the status code. */
-export async function webhookServer(answer: (body: { key: string; event: { n: number } }) => number = () => 200) {
-  const received: Array<{ id: string; key: string; n: number; verified: boolean }> = [];
-  const server = http.createServer(async (req, res) => {
-    let body = "";
-    for await (const chunk of req) body += chunk;
-    const verified = verifyWebhook(
-      SECRET,
-      String(req.headers[TIMESTAMP_HEADER]),
-      body,
-      String(req.headers[SIGNATURE_HEADER]),
-    );
-    const parsed = JSON.parse(body);
-    const status = answer(parsed);
-    if (status === 200) received.push({ id: parsed.id, key: parsed.key, n: parsed.event.n, verified });
-    res.writeHead(status).end();
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-  return { url, received, close: () => new Promise<void>((r) => server.close(() => r())) };
-}
+import { SECRET, webhookServer } from "./outboxHelpers.js";
 
 async function publishAll(t: TestQueue, outbox: Outbox, keys: string[], perKey: number): Promise<void> {
   // Interleave keys so the relay sees them mixed, one transaction per event.
   for (let n = 1; n <= perKey; n++) {
     for (const key of keys) await outbox.publish(t.skipq.pool, "orders.updated", key, { n });
   }
-}
-
-/** Every value is the next one or a repeat of the last (a redelivery); the sequence ends at `last`. */
-export function assertInOrderAtLeastOnce(seen: number[], last: number): void {
-  let previous = 0;
-  for (const n of seen) {
-    expect([previous, previous + 1]).toContain(n);
-    previous = n;
-  }
-  expect(previous).toBe(last);
 }
 
 describe("outbox", () => {
