@@ -2,6 +2,12 @@
  * skipq: a durable job queue for Node.js that lives inside PostgreSQL.
  * This is the only public entry point; everything else is internal.
  */
+
+export { type DrizzleLike, type DrizzleSqlLike, drizzleQueryable } from "./adapters/drizzle.js";
+export { type KnexLike, knexQueryable } from "./adapters/knex.js";
+export { type KyselyLike, kyselyQueryable } from "./adapters/kysely.js";
+export { type PostgresJsLike, postgresJsQueryable } from "./adapters/postgresjs.js";
+export { type PrismaLike, prismaQueryable } from "./adapters/prisma.js";
 export {
   Admin,
   type DeadGroup,

@@ -119,8 +119,8 @@ export function jobStatements(schema: string, tag: string) {
        RETURNING id, queue, idempotency_key`,
     ),
 
-    /** Wake workers of these queues (on commit). */
-    queueNotify: s("queueNotify", "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q"),
+    /** Wake workers of these queues (on commit). ::text because some drivers (Prisma) cannot read a void column. */
+    queueNotify: s("queueNotify", "SELECT pg_notify($1, q)::text FROM unnest($2::text[]) AS q"),
   } as const;
 }
 
