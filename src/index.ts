@@ -56,6 +56,18 @@ export {
   type RelayEvents,
   type RelayOptions,
 } from "./outbox.js";
+export {
+  defineSaga,
+  getSaga,
+  type SagaContext,
+  type SagaDefinition,
+  type SagaOptions,
+  type SagaState,
+  type SagaStatus,
+  type SagaStep,
+  type SagaStepStatus,
+  Sagas,
+} from "./saga.js";
 export { type NatsSinkOptions, natsSink } from "./sinks/nats.js";
 export { type RabbitmqSinkOptions, rabbitmqSink } from "./sinks/rabbitmq.js";
 export {
