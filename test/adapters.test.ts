@@ -1,6 +1,3 @@
-import { execFile } from "node:child_process";
-import path from "node:path";
-import { promisify } from "node:util";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { sql as drizzleSql } from "drizzle-orm";
 import { drizzle as drizzleNodePg } from "drizzle-orm/node-postgres";
@@ -21,8 +18,7 @@ import {
   type Queryable,
 } from "../src/index.js";
 import { DATABASE_URL, type TestQueue, testQueue } from "./helpers.js";
-
-const run = promisify(execFile);
+import { generatePrismaClient } from "./prismaClient.js";
 
 class Rollback extends Error {}
 
@@ -44,17 +40,7 @@ async function drivers(): Promise<Driver[]> {
   const drizzleJs = drizzlePostgresJs(drizzleJsClient);
   const knex = knexFactory({ client: "pg", connection: DATABASE_URL, pool: { min: 0, max: 2 } });
 
-  // Prisma 7: generate a model-less client offline (the CLI's engine download is skipped; generate needs no engine).
-  await run(path.resolve("node_modules/.bin/prisma"), ["generate", "--schema", "test/fixtures/prisma/schema.prisma"], {
-    env: {
-      ...process.env,
-      PRISMA_SCHEMA_ENGINE_BINARY: "/bin/false",
-      PRISMA_ENGINES_CHECKSUM_IGNORE_MISSING: "1",
-      PRISMA_HIDE_UPDATE_MESSAGE: "1",
-    },
-    timeout: 120_000,
-  });
-  const generated = path.resolve(".cache/prisma-client/client.ts");
+  const generated = await generatePrismaClient("adapters");
   const { PrismaClient } = (await import(generated)) as {
     PrismaClient: new (options: {
       adapter: unknown;
