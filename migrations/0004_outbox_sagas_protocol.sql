@@ -109,3 +109,15 @@ RETURNS boolean LANGUAGE sql VOLATILE SET search_path FROM CURRENT AS $fn$
     RETURNING 1)
   SELECT EXISTS (SELECT 1 FROM beat)
 $fn$;
+
+-- Release: jobSettleMany's 'release' for one job (graceful shutdown): pending
+-- again now, the attempt not counted. False when stale.
+CREATE FUNCTION skipq_release(job_id bigint, job_lease bigint)
+RETURNS boolean LANGUAGE sql VOLATILE SET search_path FROM CURRENT AS $fn$
+  WITH released AS (
+    UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = now(),
+                    lease = NULL, lease_expires_at = NULL, updated_at = now()
+     WHERE id = job_id AND lease = job_lease
+    RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM released)
+$fn$;

@@ -83,6 +83,21 @@ describe("the SQL protocol functions", () => {
     expect(ok.rows[0].c).toBe(true);
   });
 
+  test("skipq_release puts a job back without counting the attempt, and only under its lease", async () => {
+    await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+    await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly" });
+    const a = await claimOne("w");
+    const stale = await t.db.query(`SELECT "${t.schema}".skipq_release($1, $2) AS r`, [
+      a.id,
+      String(BigInt(a.lease) + 1n),
+    ]);
+    expect(stale.rows[0].r).toBe(false);
+    const ok = await t.db.query(`SELECT "${t.schema}".skipq_release($1, $2) AS r`, [a.id, a.lease]);
+    expect(ok.rows[0].r).toBe(true);
+    const row = await t.db.query(`SELECT status, attempts, lease FROM "${t.schema}".jobs`);
+    expect(row.rows[0]).toEqual({ status: "pending", attempts: 0, lease: null });
+  });
+
   test("skipq_fail retries with a delay, then buries the job when attempts are used up", async () => {
     await t.db.query(`DELETE FROM "${t.schema}".jobs`);
     await t.skipq.enqueue("polyglot.fail", {}, { queue: "poly", maxAttempts: 2 });
