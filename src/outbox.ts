@@ -4,7 +4,8 @@
  * fenced leases) and hands them to a sink, at least once and in order per key.
  *
  * Invariants: an event exists iff the publishing transaction committed; a key
- * has at most one event in flight (see src/sql/outbox.ts); an event is marked
+ * is held by one relay at a time and its events are sent one after another in
+ * id order, a failure stopping the rest (see src/sql/outbox.ts); an event is marked
  * delivered only after its sink confirmed it, and only under its own lease.
  * It never holds a transaction open while a sink runs.
  */
@@ -14,6 +15,7 @@ import { type BackoffOptions, backoffMs } from "./backoff.js";
 import type { Queryable, Skipq } from "./client.js";
 import { ValidationError } from "./errors.js";
 import type { Logger } from "./logger.js";
+import type { Statement } from "./sql/jobs.js";
 import { type OutboxStatements, outboxStatements } from "./sql/outbox.js";
 import { assertInt, assertName, type Duration, encodePayload, toMs } from "./validate.js";
 import { formatError } from "./worker.js";
@@ -106,11 +108,18 @@ export class Outbox {
 export interface RelayOptions {
   /** Where events go. */
   sink: OutboxSink;
-  /** Most events claimed per pass (each of a different key). Default 100. */
+  /** Most keys claimed per pass. Default 100. */
   batchSize?: number;
+  /**
+   * Most events of one key claimed per pass, delivered one after another. Higher
+   * means more throughput per key; after a relay crash, up to this many events of
+   * a key that reached the sink may be sent again (consumers drop ids at or below
+   * the last id seen for the key). 1: only the last event can repeat. Default 10.
+   */
+  perKeyBatch?: number;
   /** How long a claim leases its events; an expired lease is claimed again by any relay. Default "30s". */
   lockTimeout?: Duration;
-  /** Longest one delivery may take before it is aborted and retried; must be below lockTimeout. Default "10s". */
+  /** Longest a key's deliveries in one pass may take before they are aborted and retried; must be below lockTimeout. Default "10s". */
   deliveryTimeout?: Duration;
   /** Idle wait between passes that found nothing. Default "500ms". */
   pollInterval?: Duration;
@@ -118,6 +127,11 @@ export interface RelayOptions {
   backoff?: Partial<BackoffOptions>;
   /** Identifies this relay in locked_by. Default host:pid:random. */
   relayId?: string;
+}
+
+interface Claimed {
+  lease: string;
+  event: OutboxEvent;
 }
 
 export interface RelayEvents {
@@ -140,6 +154,7 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
   readonly stats = { claimed: 0, delivered: 0, failed: 0, staleOutcomes: 0 };
   private readonly outbox: Outbox;
   private readonly batchSize: number;
+  private readonly perKeyBatch: number;
   private readonly lockMs: number;
   private readonly deliveryMs: number;
   private readonly pollMs: number;
@@ -157,6 +172,7 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
     this.outbox = outbox;
     this.sink = options.sink;
     this.batchSize = assertInt("batchSize", options.batchSize ?? 100, 1, 10_000);
+    this.perKeyBatch = assertInt("perKeyBatch", options.perKeyBatch ?? 10, 1, 1000);
     this.lockMs = toMs("lockTimeout", options.lockTimeout ?? "30s", { allowZero: false });
     this.deliveryMs = toMs("deliveryTimeout", options.deliveryTimeout ?? "10s", { allowZero: false });
     if (this.deliveryMs >= this.lockMs) {
@@ -191,76 +207,88 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
     this.emit("stopped");
   }
 
-  /** One pass: claim, deliver concurrently (distinct keys), record outcomes. Returns how many were claimed. */
+  /**
+   * One pass: claim, deliver (keys concurrently, each key's events in order),
+   * record outcomes. Returns how many events were claimed.
+   */
   async runOnce(): Promise<number> {
     const skipq = this.outbox.skipq;
     const { rows } = await skipq.pool.query(
-      skipq.statement(this.outbox.sql.outboxClaim, [this.batchSize, this.id, this.lockMs]),
+      skipq.statement(this.outbox.sql.outboxClaim, [this.batchSize, this.id, this.lockMs, this.perKeyBatch]),
     );
     if (rows.length === 0) return 0;
     this.stats.claimed += rows.length;
-    const claimed = rows.map((r) => ({
-      lease: String(r.lease),
-      event: {
-        id: String(r.id),
-        topic: r.topic,
-        key: r.key,
-        event: r.event,
-        headers: r.headers ?? {},
-        attempt: r.attempts,
-        createdAt: r.created_at,
-      } satisfies OutboxEvent,
-    }));
-    const outcomes = await Promise.all(
-      claimed.map(async ({ event }) => {
+    const runs = new Map<string, Claimed[]>();
+    for (const r of rows) {
+      const claimed: Claimed = {
+        lease: String(r.lease),
+        event: {
+          id: String(r.id),
+          topic: r.topic,
+          key: r.key,
+          event: r.event,
+          headers: r.headers ?? {},
+          attempt: r.attempts,
+          createdAt: r.created_at,
+        },
+      };
+      const run = runs.get(claimed.event.key);
+      if (run) run.push(claimed);
+      else runs.set(claimed.event.key, [claimed]);
+    }
+    const delivered: Claimed[] = [];
+    const failed: Array<Claimed & { error: unknown }> = [];
+    const released: Claimed[] = [];
+    await Promise.all(
+      [...runs.values()].map(async (run) => {
+        run.sort((a, b) => (BigInt(a.event.id) < BigInt(b.event.id) ? -1 : 1));
+        // One budget per key for the whole run, below the lease, so no delivery outlives the lease.
         const signal = AbortSignal.timeout(this.deliveryMs);
-        try {
-          await this.sink.deliver(event, signal);
-          return undefined;
-        } catch (error) {
-          return error ?? new Error("sink rejected without a reason");
+        for (let i = 0; i < run.length; i++) {
+          const claimed = run[i] as Claimed;
+          try {
+            if (signal.aborted && i > 0) {
+              released.push(...run.slice(i));
+              return;
+            }
+            await this.sink.deliver(claimed.event, signal);
+            delivered.push(claimed);
+          } catch (error) {
+            failed.push({ ...claimed, error: error ?? new Error("sink rejected without a reason") });
+            // Later events of the key must wait for this one.
+            released.push(...run.slice(i + 1));
+            return;
+          }
         }
       }),
     );
-    const ok = claimed.filter((_, i) => outcomes[i] === undefined);
-    const bad = claimed.filter((_, i) => outcomes[i] !== undefined);
-    if (ok.length > 0) {
+    const fenced = async (statement: Statement, list: Claimed[], extra: unknown[][] = []) => {
+      if (list.length === 0) return new Set<string>();
+      const ids = list.map((c) => c.event.id);
       const { rows: done } = await skipq.pool.query(
-        skipq.statement(this.outbox.sql.outboxDeliveredMany, [ok.map((c) => c.event.id), ok.map((c) => c.lease)]),
+        skipq.statement(statement, [ids, list.map((c) => c.lease), ...extra]),
       );
-      this.noteStale(
-        ok.map((c) => c.event.id),
-        done,
-      );
-      this.stats.delivered += done.length;
-      const kept = new Set(done.map((r) => String(r.id)));
+      this.noteStale(ids, done);
+      return new Set(done.map((r) => String(r.id)));
+    };
+    const kept = await fenced(this.outbox.sql.outboxDeliveredMany, delivered);
+    this.stats.delivered += kept.size;
+    if (kept.size > 0)
       this.emit(
         "delivered",
-        ok.filter((c) => kept.has(c.event.id)).map((c) => c.event),
+        delivered.filter((c) => kept.has(c.event.id)).map((c) => c.event),
       );
+    await fenced(this.outbox.sql.outboxFailedMany, failed, [
+      failed.map((c) => formatError(c.error)),
+      failed.map((c) => backoffMs(c.event.attempt, this.backoff)),
+    ]);
+    await fenced(this.outbox.sql.outboxReleaseMany, released);
+    this.stats.failed += failed.length;
+    for (const c of failed) {
+      this.logger.warn({ err: c.error, id: c.event.id, sink: this.sink.name }, "outbox delivery failed; will retry");
+      this.emit("failed", c.event, c.error);
     }
-    if (bad.length > 0) {
-      const errors = bad.map((c) => formatError(outcomes[claimed.indexOf(c)]));
-      const { rows: done } = await skipq.pool.query(
-        skipq.statement(this.outbox.sql.outboxFailedMany, [
-          bad.map((c) => c.event.id),
-          bad.map((c) => c.lease),
-          errors,
-          bad.map((c) => backoffMs(c.event.attempt, this.backoff)),
-        ]),
-      );
-      this.noteStale(
-        bad.map((c) => c.event.id),
-        done,
-      );
-      this.stats.failed += bad.length;
-      for (const c of bad) {
-        const error = outcomes[claimed.indexOf(c)];
-        this.logger.warn({ err: error, id: c.event.id, sink: this.sink.name }, "outbox delivery failed; will retry");
-        this.emit("failed", c.event, error);
-      }
-    }
-    return claimed.length;
+    return rows.length;
   }
 
   private noteStale(sent: string[], rows: Array<{ id: unknown }>): void {
@@ -283,10 +311,10 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
         this.emit("warning", error, "relay");
         this.logger.warn({ err: error }, "outbox relay pass failed; retrying");
       }
-      // A full batch means more may be waiting: go again at once.
-      if (claimed >= this.batchSize && errors === 0) continue;
+      // Something was claimed: the next event of each key may be claimable now, so go again at once.
+      if (claimed > 0) continue;
+      // Idle: wait a poll interval; after errors, back off (capped at 30 s).
       const waitMs = errors > 0 ? Math.min(this.pollMs * 2 ** Math.min(errors, 6), 30_000) : this.pollMs;
-      if (claimed > 0 && errors === 0) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, waitMs);
         this.wake = () => {

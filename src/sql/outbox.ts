@@ -3,8 +3,8 @@
  * relay's claim / delivered / failed path, on one screen.
  *
  * Invariants owned here:
- * - only the oldest undelivered event of a key is ever claimable, so a key has
- *   at most one event in flight and its events leave in id order;
+ * - a key is claimable only through its oldest undelivered event, so a key is
+ *   held by at most one relay at a time and its events leave in id order;
  * - publishers of one key are serialised until commit, so id order per key is
  *   commit order (a later id of a key never becomes visible before an earlier one);
  * - marking delivered or failed presents the claim's lease (fencing), like jobs.
@@ -32,31 +32,43 @@ export function outboxStatements(schema: string, tag: string) {
     ),
 
     /**
-     * Claim up to $1 events for relay $2, leased for $3 ms. A candidate is
-     * claimable only when no older undelivered event of its key exists (the
-     * NOT EXISTS): that older event is either in flight, waiting for a retry,
-     * or not yet claimed, and in all three cases the key must wait. Delivery is
-     * permanent, so "older event delivered" read from any snapshot stays true.
-     * An expired lease is claimable again (the relay that held it crashed).
-     * MATERIALIZED keeps the LIMIT evaluated once; SKIP LOCKED lets relays
-     * share the table; a concurrent claim re-checks the lease on the new row
-     * version and skips it.
+     * Claim up to $1 keys for relay $2, leased for $3 ms: each key's oldest
+     * undelivered event (its head) plus up to $4 - 1 events that follow it.
+     *
+     * A head is claimable only when no older undelivered event of its key
+     * exists (the NOT EXISTS): that older event is in flight, waiting for a
+     * retry, or not yet claimed, and in all three cases the key must wait.
+     * Delivery is permanent, so "older event delivered" read from any snapshot
+     * stays true. An expired lease is claimable again (its relay crashed).
+     *
+     * The followers of a head we hold cannot be claimed by anyone else (they
+     * are not heads while ours is undelivered), so they are locked without
+     * SKIP LOCKED; the relay delivers them after the head, in id order, and
+     * stops at the first failure. MATERIALIZED keeps each LIMIT evaluated once.
      */
     outboxClaim: s(
       "outboxClaim",
-      `WITH picked AS MATERIALIZED (
-         SELECT o.id FROM ${outbox} o
+      `WITH heads AS MATERIALIZED (
+         SELECT o.id, o.key FROM ${outbox} o
           WHERE o.delivered_at IS NULL AND o.run_at <= now()
             AND (o.lease IS NULL OR o.lease_expires_at <= now())
             AND NOT EXISTS (SELECT 1 FROM ${outbox} e
                              WHERE e.key = o.key AND e.id < o.id AND e.delivered_at IS NULL)
           ORDER BY o.id
           LIMIT $1
-          FOR UPDATE SKIP LOCKED)
+          FOR UPDATE SKIP LOCKED),
+       runs AS MATERIALIZED (
+         SELECT f.id FROM heads h
+          CROSS JOIN LATERAL (
+            SELECT e.id FROM ${outbox} e
+             WHERE e.key = h.key AND e.delivered_at IS NULL AND e.id >= h.id
+             ORDER BY e.id
+             LIMIT $4
+             FOR UPDATE) f)
        UPDATE ${outbox} AS o
           SET attempts = o.attempts + 1, locked_by = $2, lease = pg_current_xact_id()::text::bigint,
               lease_expires_at = now() + $3::float8 * interval '1 millisecond'
-         FROM picked WHERE o.id = picked.id
+         FROM runs WHERE o.id = runs.id
        RETURNING o.id, o.topic, o.key, o.event, o.headers, o.attempts, o.lease, o.created_at`,
     ),
 
@@ -77,6 +89,16 @@ export function outboxStatements(schema: string, tag: string) {
           SET lease = NULL, lease_expires_at = NULL, last_error = d.error,
               run_at = now() + d.delay_ms * interval '1 millisecond'
          FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::float8[]) AS d(id, lease, error, delay_ms)
+        WHERE o.id = d.id AND o.lease = d.lease
+       RETURNING o.id`,
+    ),
+
+    /** Hand back events claimed but not attempted (behind a failure in their run); the attempt is not counted. */
+    outboxReleaseMany: s(
+      "outboxReleaseMany",
+      `UPDATE ${outbox} AS o
+          SET lease = NULL, lease_expires_at = NULL, attempts = o.attempts - 1
+         FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
         WHERE o.id = d.id AND o.lease = d.lease
        RETURNING o.id`,
     ),
