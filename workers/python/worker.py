@@ -99,7 +99,13 @@ class Worker:
         # Heartbeat every third of the lease; a lost lease cancels the handler.
         while not task.done():
             done, _ = await asyncio.wait({task}, timeout=self.lease_ms / 3000)
-            if not done and not await self.heartbeat(job_id, lease):
+            if done:
+                break
+            try:
+                held = await self.heartbeat(job_id, lease)
+            except (OSError, asyncpg.PostgresError):
+                continue  # a transient database error: try again on the next beat
+            if not held:
                 task.cancel()
                 self.summary["stale"] += 1
                 return
