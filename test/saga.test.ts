@@ -108,21 +108,29 @@ test("a compensation that dies leaves the saga failed, naming the step, without 
   expect(state.steps.map((s) => s.status)).toEqual(["completed", "compensation_failed", "failed"]);
 });
 
-test("a step job buried outside its handler (reaper, cancel) is swept into compensation", async () => {
+test("a step job buried outside its handler (reaper, cancel) is swept into compensation of the steps before it", async () => {
   await sagas.worker.stop();
-  const quiet = new Sagas(t.skipq, [checkout], { maxAttempts: 2, worker: { listen: false, maintenance: false } });
+  const quiet = new Sagas(t.skipq, [checkout], {
+    maxAttempts: 2,
+    worker: { listen: false, maintenance: false, pollInterval: 20 },
+  });
   const { id } = await quiet.startSaga(checkout, { order: "reaped", failAt: -1 });
-  // No worker runs: the reaper buries the first step's job (simulated: attempts used up while running).
+  // Step 0 runs; then step 1's job dies with no handler to notice (the reaper buried it).
+  expect(await quiet.worker.runOnce()).toBe(1);
   const before = await getSaga(t.skipq, id);
+  expect(before).toMatchObject({ status: "running", currentStep: 1 });
   await t.db.query(
     `UPDATE "${t.schema}".jobs SET status = 'dead', last_error = 'lease expired; attempts used up' WHERE id = $1`,
     [before?.currentJobId],
   );
   expect(await quiet.runOnce()).toBe(1);
   expect(await quiet.runOnce()).toBe(0);
+  expect(await getSaga(t.skipq, id)).toMatchObject({ status: "compensating", currentStep: 0 });
+  while ((await quiet.worker.runOnce()) > 0);
   const state = await getSaga(t.skipq, id);
   expect(state).toMatchObject({ status: "compensated", error: expect.stringContaining("attempts used up") });
-  expect(state?.steps[0]?.status).toBe("failed");
+  expect(state?.steps.map((s) => s.status)).toEqual(["compensated", "failed", "pending"]);
+  expect(ofOrder("reaped")).toEqual(["reserve", "undo-reserve:reserve"]);
   await quiet.stop();
 });
 
