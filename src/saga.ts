@@ -11,7 +11,7 @@
  * and must be idempotent. It never runs user code inside a transaction.
  */
 import type { Queryable, Skipq } from "./client.js";
-import { CancelJob, FailPermanently, SkipqError, ValidationError } from "./errors.js";
+import { CancelJob, FailPermanently, RetryIn, ValidationError } from "./errors.js";
 import { type SagaStatements, sagaStatements } from "./sql/sagas.js";
 import { assertInt, assertName, type Duration, encodePayload, toMs } from "./validate.js";
 import type { JobContext, Worker, WorkerOptions } from "./worker.js";
@@ -239,8 +239,11 @@ export class Sagas {
     try {
       result = payload.phase === "action" ? await step.action(ctx) : await step.compensate?.(ctx);
     } catch (error) {
+      // RetryIn snoozes without using the attempt, so it is never final.
       const final =
-        error instanceof FailPermanently || error instanceof CancelJob || job.attempt >= job.job.maxAttempts;
+        error instanceof FailPermanently ||
+        error instanceof CancelJob ||
+        (!(error instanceof RetryIn) && job.attempt >= job.job.maxAttempts);
       if (final) {
         const message = errorText(error);
         await this.inTransaction((tx) =>
@@ -427,6 +430,6 @@ export async function getSaga(skipq: Skipq, id: string): Promise<SagaState | und
 }
 
 function errorText(error: unknown): string {
-  const text = error instanceof SkipqError || error instanceof Error ? error.message : String(error);
+  const text = error instanceof Error ? error.message : String(error);
   return text.slice(0, MAX_ERROR);
 }
