@@ -176,6 +176,32 @@ describe("outbox", () => {
     expect(rows).toEqual([{ attempts: 2, done: true }]);
   });
 
+  test("a relay whose expired run was partly taken over cannot mark a later event delivered before an earlier one", async () => {
+    await t.db.query(`DELETE FROM "${t.schema}".outbox`);
+    await outbox.publish(t.skipq.pool, "t", "k", { n: 1 });
+    await outbox.publish(t.skipq.pool, "t", "k", { n: 2 });
+    const claim = (relay: string, perKey: number) =>
+      t.skipq.pool.query(t.skipq.statement(outbox.sql.outboxClaim, [10, relay, 60_000, perKey]));
+    const a = (await claim("a", 2)).rows;
+    expect(a).toHaveLength(2);
+    // A's lease expires; B takes over only the head.
+    await t.db.query(`UPDATE "${t.schema}".outbox SET lease_expires_at = now() - interval '1 ms'`);
+    const b = (await claim("b", 1)).rows;
+    expect(b.map((r) => r.event.n)).toEqual([1]);
+    // A, late, reports both delivered: event 1 is fenced (B holds it), and event 2 must not overtake it.
+    const { rows } = await t.skipq.pool.query(
+      t.skipq.statement(outbox.sql.outboxDeliveredMany, [a.map((r) => r.id), a.map((r) => r.lease)]),
+    );
+    expect(rows).toEqual([]);
+    const state = await t.db.query(
+      `SELECT event->>'n' AS n, delivered_at IS NOT NULL AS delivered FROM "${t.schema}".outbox ORDER BY id`,
+    );
+    expect(state.rows).toEqual([
+      { n: "1", delivered: false },
+      { n: "2", delivered: false },
+    ]);
+  });
+
   test("a webhook answering 5xx or too slowly is retried with backoff, and the key's order holds", async () => {
     await t.db.query(`DELETE FROM "${t.schema}".outbox`);
     let calls = 0;

@@ -72,13 +72,23 @@ export function outboxStatements(schema: string, tag: string) {
        RETURNING o.id, o.topic, o.key, o.event, o.headers, o.attempts, o.lease, o.created_at`,
     ),
 
-    /** Mark delivered (fenced); returns the ids whose lease still matched. */
+    /**
+     * Mark delivered (fenced); returns the ids recorded. Besides its own lease,
+     * an event is recorded only when every older undelivered event of its key
+     * is recorded in this same statement under its lease: a relay whose expired
+     * run was partly taken over (the new holder claimed fewer events) cannot
+     * mark a later event delivered while an earlier one is not.
+     */
     outboxDeliveredMany: s(
       "outboxDeliveredMany",
       `UPDATE ${outbox} AS o
           SET delivered_at = now(), lease = NULL, lease_expires_at = NULL, last_error = NULL
          FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
         WHERE o.id = d.id AND o.lease = d.lease
+          AND NOT EXISTS (SELECT 1 FROM ${outbox} e
+                           WHERE e.key = o.key AND e.id < o.id AND e.delivered_at IS NULL
+                             AND NOT EXISTS (SELECT 1 FROM unnest($1::bigint[], $2::bigint[]) AS m(id, lease)
+                                              WHERE m.id = e.id AND m.lease = e.lease))
        RETURNING o.id`,
     ),
 
