@@ -110,6 +110,32 @@ describe("the SQL protocol functions", () => {
   });
 });
 
+const psqlReady = await works("psql", ["--version"]);
+
+if (psqlReady) {
+  describe("the protocol from psql", () => {
+    test("examples/protocol.sql enqueues, claims, heartbeats and completes a job; a repeat outcome is refused", async () => {
+      await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+      const { stdout } = await run(
+        "psql",
+        ["-X", "-q", "-v", "ON_ERROR_STOP=1", DATABASE_URL, "-f", "examples/protocol.sql"],
+        {
+          env: { ...process.env, PGOPTIONS: `-csearch_path=${t.schema}` },
+        },
+      );
+      expect(stdout).toContain('kind=polyglot.echo payload={"hello": "sql"} still_held=t completed=t');
+      expect(stdout).toContain("again=f");
+      const { rows } = await t.db.query(`SELECT status, locked_by FROM "${t.schema}".jobs`);
+      expect(rows).toEqual([{ status: "completed", locked_by: "psql-session" }]);
+    });
+  });
+} else {
+  describe("the protocol from psql", () => {
+    test("psql is absent, so examples/protocol.sql cannot run", () =>
+      absentService("psql example", "no psql on PATH (apt-get install -y postgresql-client)"));
+  });
+}
+
 /** The shared cross-language checks, for a worker binary and its argument style. */
 function languageSuite(name: string, command: () => { file: string; prefix: string[]; flag: (f: string) => string }) {
   test(`${name} drains jobs enqueued from TypeScript, completing good ones and burying a failing one`, async () => {
