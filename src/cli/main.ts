@@ -20,6 +20,7 @@ import { migrateCommand } from "./commands/migrate.js";
 import { pruneCommand } from "./commands/prune.js";
 import { queueCommand } from "./commands/queue.js";
 import { retryCommand } from "./commands/retry.js";
+import { sagaCommand } from "./commands/saga.js";
 import { statsCommand } from "./commands/stats.js";
 import { workerCommand } from "./commands/worker.js";
 import { describeError, EXIT_USAGE } from "./errors.js";
@@ -40,6 +41,7 @@ const commands: CliCommand[] = [
   cancelCommand,
   pruneCommand,
   queueCommand,
+  sagaCommand,
   demoCommand,
   benchCommand,
 ];

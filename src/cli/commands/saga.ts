@@ -1,0 +1,54 @@
+/**
+ * `skipq saga <id>`: a saga's status, its steps (status, result, error) and
+ * the job that must make progress next. An unknown id exits 1. Read-only.
+ */
+import type { Command } from "commander";
+import { getSaga } from "../../saga.js";
+import { iso, printJson, table, withSession } from "../context.js";
+import { CliError, EXIT_FAILURE } from "../errors.js";
+
+export function sagaCommand(program: Command): void {
+  program
+    .command("saga")
+    .description("show one saga: its status, each step's status, result and error, and its current job")
+    .argument("<id>", "the saga's id")
+    .option("--json", "print the saga as JSON")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  $ skipq saga 7
+  $ skipq saga 7 --json | jq -r .status`,
+    )
+    .action(async (idText: string, options: { json?: boolean }, command: Command) => {
+      if (!/^[1-9][0-9]{0,18}$/.test(idText.trim())) {
+        throw new CliError(
+          `saga id ${JSON.stringify(idText)} is not a positive whole number: it is what Sagas.startSaga returned`,
+        );
+      }
+      await withSession(command, async ({ skipq, config }) => {
+        const saga = await getSaga(skipq, idText.trim());
+        if (!saga) {
+          throw new CliError(
+            `saga ${idText} does not exist in schema "${config.schema}": check the id, or pass the schema with --schema`,
+            EXIT_FAILURE,
+          );
+        }
+        if (options.json) {
+          printJson({ ...saga, createdAt: iso(saga.createdAt), updatedAt: iso(saga.updatedAt) });
+          return;
+        }
+        process.stdout.write(
+          `saga ${saga.id} (${saga.name}): ${saga.status}, step ${saga.currentStep}, job ${saga.currentJobId ?? "-"}\n`,
+        );
+        if (saga.error) process.stdout.write(`error: ${saga.error}\n`);
+        const rows = saga.steps.map((step, i): [string, string, string, string] => [
+          String(i),
+          step.name,
+          step.status,
+          step.error ?? (step.result === undefined ? "-" : JSON.stringify(step.result)),
+        ]);
+        process.stdout.write(`${table(["#", "step", "status", "result / error"], rows)}\n`);
+      });
+    });
+}
