@@ -11,6 +11,7 @@ import { defaultLogger, type Logger } from "./logger.js";
 import { type MigrateResult, migrate } from "./migrate.js";
 import { createPool } from "./pool.js";
 import { type JobStatements, jobStatements, type Statement } from "./sql/jobs.js";
+import { enqueueSpan, withTraceContext } from "./telemetry.js";
 import {
   assertDate,
   assertInt,
@@ -147,11 +148,24 @@ export class Skipq {
   }
 
   /** Enqueue one job inside the caller's transaction: it exists if and only if that transaction commits. */
-  async enqueueTx<J extends JobRef<unknown>>(
+  enqueueTx<J extends JobRef<unknown>>(
     tx: Queryable,
     job: J,
     payload: PayloadOf<J>,
     options: EnqueueOptions = {},
+  ): Promise<EnqueueResult> {
+    return enqueueSpan(options.queue, 1, async (span) => {
+      const result = await this.insertOne(tx, job as JobRef<unknown>, payload, options);
+      span.setAttribute("messaging.message.id", result.id);
+      return result;
+    });
+  }
+
+  private async insertOne(
+    tx: Queryable,
+    job: JobRef<unknown>,
+    payload: unknown,
+    options: EnqueueOptions,
   ): Promise<EnqueueResult> {
     const row = await this.prepare(job as JobRef<unknown>, payload, options, 0);
     const { rows } = await tx.query(
@@ -172,13 +186,17 @@ export class Skipq {
     const existing = await tx.query(this.statement(this.sql.jobFindByKey, [row.queue, row.key]));
     if (!existing.rows[0]) {
       // The conflicting job was deleted between the two statements (pruned); try once more.
-      return this.enqueueTx(tx, job, payload, options);
+      return this.insertOne(tx, job, payload, options);
     }
     return { id: existing.rows[0].id, created: false };
   }
 
   /** Enqueue many jobs: one round trip per 5,000, all or nothing. Results are in input order. */
-  async enqueueMany(items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
+  enqueueMany(items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
+    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, () => this.insertMany(items));
+  }
+
+  private async insertMany(items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
     const rows = await this.prepareMany(items);
     if (rows.length <= BULK_CHUNK) return this.insertRows(this.pool, rows);
     const client = await this.pool.connect();
@@ -196,8 +214,10 @@ export class Skipq {
   }
 
   /** `enqueueMany` inside the caller's transaction. */
-  async enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
-    return this.insertRows(tx, await this.prepareMany(items));
+  enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
+    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async () =>
+      this.insertRows(tx, await this.prepareMany(items)),
+    );
   }
 
   /** A worker for this schema; register handlers, then `start()`. */
@@ -299,7 +319,10 @@ export class Skipq {
       key = options.idempotencyKey;
       if (key.includes("\u0000")) throw new ValidationError("idempotencyKey must not contain NUL characters");
     }
-    const headers = options.headers === undefined ? null : encodeHeaders(options.headers);
+    const own = options.headers === undefined ? null : encodeHeaders(options.headers);
+    // The enqueue span's trace context rides along so the execution span can link to it.
+    const traced = withTraceContext(options.headers);
+    const headers = traced === options.headers || traced === undefined ? own : encodeHeaders(traced);
     return {
       i,
       queue,

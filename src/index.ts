@@ -2,6 +2,7 @@
  * skipq: a durable job queue for Node.js that lives inside PostgreSQL.
  * This is the only public entry point; everything else is internal.
  */
+// Operations (issue 6): dashboard, metrics, tracing, structured logs, health.
 export {
   Admin,
   type DeadGroup,
@@ -9,7 +10,9 @@ export {
   type JobRow,
   type JobStatus,
   type ListOptions,
+  type QueueOverview,
   type QueueStats,
+  type WorkerPresence,
 } from "./admin.js";
 export { type BackoffOptions, backoffBaseMs, backoffMs, defaultBackoff } from "./backoff.js";
 export {
@@ -21,6 +24,22 @@ export {
   Skipq,
   type SkipqOptions,
 } from "./client.js";
+export {
+  createDashboard,
+  type Dashboard,
+  type DashboardAuth,
+  type DashboardHandler,
+  type DashboardOptions,
+  defaultRedactor,
+  escapeHtml,
+  type Redactor,
+  type RedactTarget,
+  type RunningDashboard,
+  redactKeys,
+  SECRET_KEY_PATTERN,
+  type StartDashboardOptions,
+  startDashboard,
+} from "./dashboard/index.js";
 export {
   CancelJob,
   FailPermanently,
@@ -37,10 +56,27 @@ export {
   UnknownKindError,
   ValidationError,
 } from "./errors.js";
+export {
+  HEALTH_CHECKS,
+  type HealthCheck,
+  type HealthOptions,
+  type HealthReport,
+  type HealthWarning,
+} from "./health.js";
 export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from "./job.js";
 export { defaultLogger, type Logger, silentLogger } from "./logger.js";
+export { type CreateLoggerOptions, createLogger } from "./logging.js";
+export {
+  createMetrics,
+  type MetricsOptions,
+  type MetricsServer,
+  type ServeMetricsOptions,
+  SkipqMetrics,
+  serveMetrics,
+} from "./metrics.js";
 export { latestVersion, type MigrateResult } from "./migrate.js";
 export type { Duration } from "./validate.js";
+export type { ClaimInfo } from "./worker.js";
 export {
   errorFingerprint,
   formatError,
