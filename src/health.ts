@@ -118,7 +118,7 @@ export async function checkHealth(
   for (const u of unhandled.rows) {
     warnings.push({
       check: "unhandled-kind",
-      message: `${u.pending} pending "${u.kind}" job(s) in queue "${u.queue}" have no live worker with a handler (oldest waiting ${seconds(u.oldest_s)} s); start a worker that registers "${u.kind}" for that queue`,
+      message: `${u.pending} pending "${u.kind}" job(s) in queue "${u.queue}" have no live worker with a handler (oldest enqueued ${seconds(u.oldest_s)} s ago); start a worker that registers "${u.kind}" for that queue`,
       detail: { queue: u.queue, kind: u.kind, pending: u.pending, oldestSeconds: seconds(u.oldest_s) },
     });
   }

@@ -143,10 +143,15 @@ export class SkipqMetrics {
       labelNames: ["worker"],
       registers,
     });
+    const read = () => (this.admin ? this.read() : undefined);
     this.readErrors = new Counter({
       name: "skipq_metrics_read_errors_total",
       help: "Failed database reads for the depth and health gauges (last values kept)",
       registers,
+      // Serialised before the gauges: read first, so a failure of this scrape is already counted.
+      async collect() {
+        await read();
+      },
     });
 
     if (this.admin) this.registerDepthGauges(registers);

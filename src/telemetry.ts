@@ -43,27 +43,44 @@ export function traced<T>(
   });
 }
 
-/** The enqueue span for one or many jobs. */
-export function enqueueSpan<T>(queue: string | undefined, count: number, fn: (span: Span) => Promise<T>): Promise<T> {
+/** W3C headers carrying a span's context (empty without a registered propagator). */
+export type TraceHeaders = Record<string, string>;
+
+/**
+ * The enqueue span for one or many jobs. `fn` gets the headers that carry this
+ * span's context, injected from the span itself so they are right even when
+ * no context manager is registered.
+ */
+export function enqueueSpan<T>(
+  queue: string | undefined,
+  count: number,
+  fn: (span: Span, traceHeaders: TraceHeaders) => Promise<T>,
+): Promise<T> {
   const attributes: Record<string, string | number> = {
     "messaging.system": "skipq",
     "messaging.operation.type": "send",
   };
   if (queue !== undefined) attributes["messaging.destination.name"] = queue;
   if (count !== 1) attributes["messaging.batch.message_count"] = count;
-  return traced("skipq.enqueue", SpanKind.PRODUCER, attributes, fn);
+  return traced("skipq.enqueue", SpanKind.PRODUCER, attributes, (span) => {
+    const carrier: TraceHeaders = {};
+    try {
+      if (trace.isSpanContextValid(span.spanContext()))
+        propagation.inject(trace.setSpan(context.active(), span), carrier);
+    } catch {
+      // A failing propagator only loses the link.
+    }
+    return fn(span, carrier);
+  });
 }
 
-/** The headers to store: the active trace context (W3C traceparent/tracestate) under the caller's own, which win. */
-export function withTraceContext(headers: Record<string, string> | undefined): Record<string, string> | undefined {
-  const carrier: Record<string, string> = {};
-  try {
-    propagation.inject(context.active(), carrier);
-  } catch {
-    return headers;
-  }
-  if (Object.keys(carrier).length === 0) return headers;
-  return { ...carrier, ...headers };
+/** The headers to store: the trace headers under the caller's own, which win. */
+export function withTraceContext(
+  headers: Record<string, string> | undefined,
+  traceHeaders: TraceHeaders | undefined,
+): Record<string, string> | undefined {
+  if (!traceHeaders || Object.keys(traceHeaders).length === 0) return headers;
+  return { ...traceHeaders, ...headers };
 }
 
 /** Records a finished, non-empty claim as a span after the fact; returns the context executions start under. */
