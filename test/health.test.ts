@@ -1,6 +1,6 @@
 import pg from "pg";
 import { expect, test } from "vitest";
-import { Admin, defineJob } from "../src/index.js";
+import { Admin, defineJob, type HealthReport } from "../src/index.js";
 import { DATABASE_URL, testQueue, until } from "./helpers.js";
 
 test("a session idle in a transaction, and one with a long transaction, are reported with their pids", async () => {
@@ -23,11 +23,11 @@ test("a session idle in a transaction, and one with a long transaction, are repo
     await busy.query("SELECT 1");
     const sleeping = busy.query("SELECT pg_sleep(60)").catch(() => undefined);
 
-    const report = await until("both holders reported", async () => {
+    const report = (await until("both holders reported", async () => {
       const r = await admin.health({ idleInTransaction: 0, longTransaction: 0 });
       const mine = r.warnings.filter((w) => w.detail.pid === idlePid || w.detail.pid === busyPid);
-      return mine.length === 2 ? r : undefined;
-    });
+      return mine.length === 2 && r;
+    })) as HealthReport;
     const byPid = new Map(report.warnings.map((w) => [w.detail.pid, w]));
     expect(byPid.get(idlePid)?.check).toBe("idle-in-transaction");
     expect(byPid.get(idlePid)?.message).toContain("idle-holder");
@@ -57,10 +57,10 @@ test("dead tuples on the jobs table are reported once they pass both thresholds"
     } finally {
       client.release();
     }
-    const report = await until("dead tuples counted", async () => {
+    const report = (await until("dead tuples counted", async () => {
       const r = await admin.health({ minDeadTuples: 200, deadTupleRatio: 1 });
-      return r.warnings.some((w) => w.check === "dead-tuples") ? r : undefined;
-    });
+      return r.warnings.some((w) => w.check === "dead-tuples") && r;
+    })) as HealthReport;
     expect(report.jobsTable?.dead).toBeGreaterThanOrEqual(200);
     expect((await admin.health({ minDeadTuples: 100_000 })).warnings.some((w) => w.check === "dead-tuples")).toBe(
       false,

@@ -16,10 +16,10 @@ test("createLogger writes one JSON line per event, and a handler's ctx.log carri
     await worker.runOnce();
     await t.db.query(`UPDATE "${t.schema}".jobs SET run_at = now() WHERE id = $1`, [id]);
     await worker.runOnce();
-    const greetings = await until("two greetings", () => {
+    const greetings = (await until("two greetings", () => {
       const found = lines.filter((l) => l.msg === "greeting");
-      return found.length === 2 ? found : undefined;
-    });
+      return found.length === 2 && found;
+    })) as Array<Record<string, unknown>>;
     expect(greetings.map((l) => [l.jobId, l.kind, l.attempt, l.worker, l.name, l.level])).toEqual([
       [id, "greet", 1, "w-log", "ada", 30],
       [id, "greet", 2, "w-log", "ada", 30],
