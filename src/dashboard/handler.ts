@@ -151,7 +151,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       "content-type": isHtml ? "text/html; charset=utf-8" : "text/plain; charset=utf-8",
       "cache-control": "no-store",
       "x-content-type-options": "nosniff",
-      "referrer-policy": "no-referrer",
+      // same-origin, not no-referrer: with no-referrer, browsers send "Origin: null" on form POSTs, which the origin check refuses.
+      "referrer-policy": "same-origin",
       "x-frame-options": "DENY",
       "content-security-policy": csp,
       ...headers,
