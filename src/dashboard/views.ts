@@ -145,11 +145,11 @@ ${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, 
             html`<tr><td>${w.id}</td><td>${w.queues.join(", ")}</td><td>${w.kinds.join(", ")}</td><td>${time(w.last_seen_at)}</td></tr>`,
         )}</tbody></table>`;
   return layout(ctx, "Queues", [
-    html`<h2>Health</h2>${warnings}`,
     data.queues.length === 0
       ? html`<p class="muted">No jobs yet.</p>`
       : html`<table id="queues"><thead><tr><th>Queue</th><th>Pending</th><th>Scheduled</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
 <tbody>${rows}</tbody></table>`,
+    html`<h2>Health</h2>${warnings}`,
     html`<h2>Throughput</h2>${throughputChart(data.throughput, "Completed per minute")}`,
     html`<h2>Workers</h2>${workers}`,
   ]);
