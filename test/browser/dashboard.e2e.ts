@@ -38,7 +38,8 @@ beforeAll(async () => {
   worker = t.skipq
     .worker({ queues: ["billing", "email"], concurrency: 4, pollInterval: "100ms", presenceInterval: "1s" })
     .register(invoice, async ({ customer }) => {
-      if (customer === brokenCustomer) throw new FailPermanently(`PDF renderer rejected invoice for ${customer}: font <Helvetica> missing`);
+      if (customer === brokenCustomer)
+        throw new FailPermanently(`PDF renderer rejected invoice for ${customer}: font <Helvetica> missing`);
     })
     .register("welcome-email", async () => undefined);
   await worker.start();
