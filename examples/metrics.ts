@@ -25,13 +25,14 @@ metrics.observe(worker);
 const server = await serveMetrics({ metrics, port: Number(process.env.METRICS_PORT ?? 0) }); // host: "0.0.0.0" for a remote Prometheus
 await worker.start();
 
-for (const image of ["a.png", "b.png", "c.png"]) await skipq.enqueue(resize, { image, width: 640 });
-await new Promise<void>((resolve) => {
+const finished = new Promise<void>((resolve) => {
   let done = 0;
   worker.on("jobEnd", () => {
     if (++done === 3) resolve();
   });
 });
+for (const image of ["a.png", "b.png", "c.png"]) await skipq.enqueue(resize, { image, width: 640 });
+await finished;
 
 const text = await (await fetch(server.url)).text();
 console.log(text.split("\n").find((line) => line.startsWith("skipq_jobs_completed_total")));
