@@ -6,6 +6,7 @@
  * once per `refreshInterval`, so a busy scraper cannot load the database. A
  * failed read keeps the last values and is counted; a scrape never throws.
  */
+import { createHash, timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
@@ -338,14 +339,15 @@ export interface MetricsServer {
 /** Serves `GET /metrics` on its own port (for workers without a dashboard). */
 export async function serveMetrics(options: ServeMetricsOptions): Promise<MetricsServer> {
   const { metrics } = options;
-  const expected = options.token === undefined ? undefined : `Bearer ${options.token}`;
+  const digest = (text: string) => createHash("sha256").update(text).digest();
+  const expected = options.token === undefined ? undefined : digest(`Bearer ${options.token}`);
   const server = http.createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     if (req.method !== "GET" || path !== "/metrics") {
       res.writeHead(404, { "content-type": "text/plain" }).end("not found; metrics are at /metrics\n");
       return;
     }
-    if (expected !== undefined && req.headers.authorization !== expected) {
+    if (expected !== undefined && !timingSafeEqual(digest(req.headers.authorization ?? ""), expected)) {
       res.writeHead(401, { "content-type": "text/plain" }).end("send Authorization: Bearer <token>\n");
       return;
     }

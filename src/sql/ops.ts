@@ -73,6 +73,8 @@ export function opsStatements(schema: string) {
                          left(query, 200) AS query
                     FROM pg_stat_activity
                    WHERE backend_xmin IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
+                     -- A vacuum's own snapshot does not hold back other tables' cleanup.
+                     AND backend_type <> 'autovacuum worker'
                    ORDER BY age(backend_xmin) DESC LIMIT 5`,
     /** Prepared transactions and replication slots hold the horizon too, with no session to see. */
     xminOthers: `SELECT 'prepared transaction ' || gid AS holder, age(transaction)::int AS xmin_age,
