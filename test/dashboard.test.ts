@@ -2,9 +2,10 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, createDashboard, type RunningDashboard, startDashboard } from "../src/index.js";
-import { type TestQueue, testQueue } from "./helpers.js";
+import { type TestQueue, testQueue, until } from "./helpers.js";
 
 const TOKEN = "test-token-0123456789abcdef";
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 let t: TestQueue;
 let d: RunningDashboard;
 
@@ -247,5 +248,44 @@ test("/metrics needs credentials unless metricsAuth is false", async () => {
     expect((await fetch(open.url)).status).toBe(401);
   } finally {
     await open.close();
+  }
+});
+
+test("after 20 failed sign-ins in a minute, sign-in answers 429 even for the right token", async () => {
+  const guarded = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {}, logger: quiet });
+  try {
+    const attempt = (token: string) =>
+      fetch(new URL("login", guarded.url), {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ token }).toString(),
+        redirect: "manual",
+      });
+    for (let i = 0; i < 20; i++) expect((await attempt(`wrong-token-${i}-0123456789`)).status).toBe(401);
+    expect((await attempt(TOKEN)).status).toBe(429);
+    // Bearer requests are not sign-ins and keep working.
+    expect((await fetch(guarded.url, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+  } finally {
+    await guarded.close();
+  }
+});
+
+test("an expired session cookie is refused", async () => {
+  const short = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, sessionTtl: 1, env: {} });
+  try {
+    const res = await fetch(new URL("login", short.url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    expect(res.status).toBe(303);
+    const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
+    await until(
+      "the session has expired",
+      async () => (await fetch(short.url, { headers: { cookie } })).status === 401,
+    );
+  } finally {
+    await short.close();
   }
 });
