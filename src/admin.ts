@@ -4,7 +4,9 @@
  */
 import type { Skipq } from "./client.js";
 import { SkipqError, ValidationError } from "./errors.js";
+import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
 import { adminStatements } from "./sql/admin.js";
+import { opsStatements } from "./sql/ops.js";
 import { assertInt, assertName, type Duration, toMs } from "./validate.js";
 
 export type JobStatus = "pending" | "running" | "completed" | "dead" | "cancelled";
@@ -27,6 +29,8 @@ export interface JobRow {
   lease_expires_at: Date | null;
   last_error: string | null;
   error_fingerprint: string | null;
+  /** Metadata given at enqueue (e.g. a W3C trace context); null when none. */
+  headers: Record<string, string> | null;
   completed_at: Date | null;
   created_at: Date;
   updated_at: Date;
@@ -54,10 +58,38 @@ export interface DeadGroup {
   example_error: string | null;
 }
 
+/** A queue's live depth, read through partial indexes (see `Admin.overview`). */
+export interface QueueOverview {
+  queue: string;
+  /** Runnable now. */
+  pending: number;
+  /** Pending with run_at in the future. */
+  scheduled: number;
+  running: number;
+  dead: number;
+  completedLastHour: number;
+  /** Seconds the oldest runnable pending job has waited; null when none. */
+  oldestPendingSeconds: number | null;
+  paused: boolean;
+}
+
+/** A worker that recorded its presence and has not expired. */
+export interface WorkerPresence {
+  id: string;
+  queues: string[];
+  kinds: string[];
+  hostname: string | null;
+  pid: number | null;
+  started_at: Date;
+  last_seen_at: Date;
+}
+
 export interface ListOptions {
   status?: JobStatus;
   queue?: string;
   kind?: string;
+  /** Only jobs whose last_error contains this text (case-insensitive), at most 200 characters. */
+  search?: string;
   /** Only jobs with a smaller id (paging). */
   before?: string;
   /** Default 50, at most 1000. */
@@ -71,10 +103,19 @@ function assertId(id: unknown): string {
   return text;
 }
 
+/** `%text%` for ILIKE, with the user's `\\`, `%` and `_` taken literally. */
+function likePattern(text: unknown): string {
+  if (typeof text !== "string" || text.length > 200 || text.includes("\u0000"))
+    throw new ValidationError("search must be a string of at most 200 characters");
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
 export class Admin {
   private readonly sql;
+  private readonly ops;
   constructor(private readonly client: Skipq) {
     this.sql = adminStatements(client.schemaSql);
+    this.ops = opsStatements(client.schemaSql);
   }
 
   async getJob(id: string | number): Promise<JobRow | undefined> {
@@ -93,6 +134,7 @@ export class Admin {
         | "lease_expires_at"
         | "completed_at"
         | "error_fingerprint"
+        | "headers"
       > & {
         payload_bytes: number;
       }
@@ -107,6 +149,7 @@ export class Admin {
       options.kind === undefined ? null : assertName("kind", options.kind),
       options.before === undefined ? null : assertId(options.before),
       assertInt("limit", options.limit ?? 50, 1, 1000),
+      options.search === undefined || options.search === "" ? null : likePattern(options.search),
     ]);
     return rows;
   }
@@ -194,6 +237,47 @@ export class Admin {
       queue === undefined ? null : assertName("queue", queue),
     ]);
     return rowCount ?? 0;
+  }
+
+  /**
+   * Per-queue depth for dashboards and metrics: pending, scheduled, running
+   * and dead through their partial indexes, completions of the last hour
+   * through jobs_completed_at. Unlike `stats()` it never counts the whole
+   * history, so it stays cheap on a table with millions of finished jobs.
+   */
+  async overview(): Promise<QueueOverview[]> {
+    const { rows } = await this.client.pool.query(this.ops.queueOverview);
+    return rows.map((r) => ({
+      queue: r.queue,
+      pending: r.pending,
+      scheduled: r.scheduled,
+      running: r.running,
+      dead: r.dead,
+      completedLastHour: r.completed_last_hour,
+      oldestPendingSeconds: r.oldest_pending_s === null ? null : Number(r.oldest_pending_s),
+      paused: r.paused_at !== null,
+    }));
+  }
+
+  /** Completions per minute over the last hour, oldest minute first (60 numbers). */
+  async throughput(queue?: string): Promise<number[]> {
+    const { rows } = await this.client.pool.query(this.ops.throughputLastHour, [
+      queue === undefined ? null : assertName("queue", queue),
+    ]);
+    const perMinute = new Array<number>(60).fill(0);
+    for (const r of rows) if (r.minutes_ago >= 0 && r.minutes_ago < 60) perMinute[59 - r.minutes_ago] = r.n;
+    return perMinute;
+  }
+
+  /** Workers that recorded their presence recently (each does every 10 s by default). */
+  async workers(): Promise<WorkerPresence[]> {
+    const { rows } = await this.client.pool.query(this.ops.workersLive);
+    return rows;
+  }
+
+  /** Health warnings: xmin horizon holders, dead tuples on the jobs table, pending kinds no live worker handles. */
+  health(options?: HealthOptions): Promise<HealthReport> {
+    return checkHealth(this.client.pool, this.client.schema, this.client.schemaSql, options);
   }
 
   private async notActionable(id: string, verb: string, valid: string): Promise<SkipqError> {

@@ -11,6 +11,7 @@ import { defaultLogger, type Logger } from "./logger.js";
 import { type MigrateResult, migrate } from "./migrate.js";
 import { createPool } from "./pool.js";
 import { type JobStatements, jobStatements, type Statement } from "./sql/jobs.js";
+import { enqueueSpan, type TraceHeaders, withTraceContext } from "./telemetry.js";
 import {
   assertDate,
   assertInt,
@@ -147,13 +148,27 @@ export class Skipq {
   }
 
   /** Enqueue one job inside the caller's transaction: it exists if and only if that transaction commits. */
-  async enqueueTx<J extends JobRef<unknown>>(
+  enqueueTx<J extends JobRef<unknown>>(
     tx: Queryable,
     job: J,
     payload: PayloadOf<J>,
     options: EnqueueOptions = {},
   ): Promise<EnqueueResult> {
-    const row = await this.prepare(job as JobRef<unknown>, payload, options, 0);
+    return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
+      const result = await this.insertOne(tx, job as JobRef<unknown>, payload, options, traceHeaders);
+      span.setAttribute("messaging.message.id", result.id);
+      return result;
+    });
+  }
+
+  private async insertOne(
+    tx: Queryable,
+    job: JobRef<unknown>,
+    payload: unknown,
+    options: EnqueueOptions,
+    traceHeaders: TraceHeaders,
+  ): Promise<EnqueueResult> {
+    const row = await this.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
     const { rows } = await tx.query(
       this.statement(this.sql.jobInsert, [
         row.queue,
@@ -172,14 +187,20 @@ export class Skipq {
     const existing = await tx.query(this.statement(this.sql.jobFindByKey, [row.queue, row.key]));
     if (!existing.rows[0]) {
       // The conflicting job was deleted between the two statements (pruned); try once more.
-      return this.enqueueTx(tx, job, payload, options);
+      return this.insertOne(tx, job, payload, options, traceHeaders);
     }
     return { id: existing.rows[0].id, created: false };
   }
 
   /** Enqueue many jobs: one round trip per 5,000, all or nothing. Results are in input order. */
-  async enqueueMany(items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
-    const rows = await this.prepareMany(items);
+  enqueueMany(items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
+    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, (_, traceHeaders) =>
+      this.insertMany(items, traceHeaders),
+    );
+  }
+
+  private async insertMany(items: ReadonlyArray<BulkItem>, traceHeaders: TraceHeaders): Promise<EnqueueResult[]> {
+    const rows = await this.prepareMany(items, traceHeaders);
     if (rows.length <= BULK_CHUNK) return this.insertRows(this.pool, rows);
     const client = await this.pool.connect();
     try {
@@ -196,8 +217,10 @@ export class Skipq {
   }
 
   /** `enqueueMany` inside the caller's transaction. */
-  async enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
-    return this.insertRows(tx, await this.prepareMany(items));
+  enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
+    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) =>
+      this.insertRows(tx, await this.prepareMany(items, traceHeaders)),
+    );
   }
 
   /** A worker for this schema; register handlers, then `start()`. */
@@ -217,12 +240,12 @@ export class Skipq {
       : { text: statement.text, values };
   }
 
-  private async prepareMany(items: ReadonlyArray<BulkItem>): Promise<Row[]> {
+  private async prepareMany(items: ReadonlyArray<BulkItem>, traceHeaders: TraceHeaders): Promise<Row[]> {
     if (!Array.isArray(items)) throw new TypeError("enqueueMany expects an array of { job, payload, ...options }");
     const rows: Row[] = new Array(items.length);
     for (let i = 0; i < items.length; i++) {
       const item = items[i] as BulkItem;
-      rows[i] = await this.prepare(item.job, item.payload, item, i);
+      rows[i] = await this.prepare(item.job, item.payload, item, i, traceHeaders);
     }
     return rows;
   }
@@ -272,7 +295,13 @@ export class Skipq {
     return results;
   }
 
-  private async prepare(job: JobRef<unknown>, payload: unknown, options: EnqueueOptions, i: number): Promise<Row> {
+  private async prepare(
+    job: JobRef<unknown>,
+    payload: unknown,
+    options: EnqueueOptions,
+    i: number,
+    traceHeaders: TraceHeaders,
+  ): Promise<Row> {
     const definition = typeof job === "string" ? { kind: assertName("kind", job) } : job;
     if (typeof definition !== "object" || definition === null || typeof definition.kind !== "string") {
       throw new TypeError("job must be a kind string or a definition from defineJob()");
@@ -299,7 +328,10 @@ export class Skipq {
       key = options.idempotencyKey;
       if (key.includes("\u0000")) throw new ValidationError("idempotencyKey must not contain NUL characters");
     }
-    const headers = options.headers === undefined ? null : encodeHeaders(options.headers);
+    const own = options.headers === undefined ? null : encodeHeaders(options.headers);
+    // The enqueue span's trace context rides along so the execution span can link to it.
+    const traced = withTraceContext(options.headers, traceHeaders);
+    const headers = traced === options.headers || traced === undefined ? own : encodeHeaders(traced);
     return {
       i,
       queue,

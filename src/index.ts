@@ -8,6 +8,7 @@ export { type KnexLike, knexQueryable } from "./adapters/knex.js";
 export { type KyselyLike, kyselyQueryable } from "./adapters/kysely.js";
 export { type PostgresJsLike, postgresJsQueryable } from "./adapters/postgresjs.js";
 export { type PrismaLike, prismaQueryable } from "./adapters/prisma.js";
+// Operations (issue 6): dashboard, metrics, tracing, structured logs, health.
 export {
   Admin,
   type DeadGroup,
@@ -15,7 +16,9 @@ export {
   type JobRow,
   type JobStatus,
   type ListOptions,
+  type QueueOverview,
   type QueueStats,
+  type WorkerPresence,
 } from "./admin.js";
 export { type BackoffOptions, backoffBaseMs, backoffMs, defaultBackoff } from "./backoff.js";
 export {
@@ -27,6 +30,22 @@ export {
   Skipq,
   type SkipqOptions,
 } from "./client.js";
+export {
+  createDashboard,
+  type Dashboard,
+  type DashboardAuth,
+  type DashboardHandler,
+  type DashboardOptions,
+  defaultRedactor,
+  escapeHtml,
+  type Redactor,
+  type RedactTarget,
+  type RunningDashboard,
+  redactKeys,
+  SECRET_KEY_PATTERN,
+  type StartDashboardOptions,
+  startDashboard,
+} from "./dashboard/index.js";
 export {
   CancelJob,
   FailPermanently,
@@ -43,8 +62,24 @@ export {
   UnknownKindError,
   ValidationError,
 } from "./errors.js";
+export {
+  HEALTH_CHECKS,
+  type HealthCheck,
+  type HealthOptions,
+  type HealthReport,
+  type HealthWarning,
+} from "./health.js";
 export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from "./job.js";
 export { defaultLogger, type Logger, silentLogger } from "./logger.js";
+export { type CreateLoggerOptions, createLogger } from "./logging.js";
+export {
+  createMetrics,
+  type MetricsOptions,
+  type MetricsServer,
+  type ServeMetricsOptions,
+  SkipqMetrics,
+  serveMetrics,
+} from "./metrics.js";
 export { latestVersion, type MigrateResult } from "./migrate.js";
 // Outbox, sagas, driver adapters (issue 8).
 export {
@@ -79,6 +114,7 @@ export {
   webhookSink,
 } from "./sinks/webhook.js";
 export type { Duration } from "./validate.js";
+export type { ClaimInfo } from "./worker.js";
 export {
   errorFingerprint,
   formatError,

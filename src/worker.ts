@@ -11,6 +11,7 @@
 import { createHash } from "node:crypto";
 import { EventEmitter } from "node:events";
 import os from "node:os";
+import type { Context as TraceContext } from "@opentelemetry/api";
 import type pg from "pg";
 import { type BackoffOptions, backoffMs, defaultBackoff } from "./backoff.js";
 import type { Skipq } from "./client.js";
@@ -28,7 +29,9 @@ import { Listener } from "./listener.js";
 import { childLogger, type Logger } from "./logger.js";
 import { assertSchemaCurrent } from "./migrate.js";
 import { createPool } from "./pool.js";
+import { Presence } from "./presence.js";
 import { Reaper } from "./reaper.js";
+import { claimSpan, endExecuteSpan, inSpan, startExecuteSpan } from "./telemetry.js";
 import { assertInt, assertName, type Duration, toMs } from "./validate.js";
 
 /** A claimed job as its handler sees it. */
@@ -95,6 +98,10 @@ export interface WorkerOptions {
   workerId?: string;
   /** Most outcomes recorded per statement. Default 500. */
   outcomeBatchSize?: number;
+  /** Record this worker's id, queues and kinds in the workers table (for health checks), off the claim path. Default true. */
+  presence?: boolean;
+  /** Time between presence upserts; a worker not seen for three intervals counts as gone. Default "10s". */
+  presenceInterval?: Duration;
   /** Check the schema version at start (refuse a database newer or older than this code). Default true. */
   checkSchema?: boolean;
   /** @internal Fault-injection hooks for the chaos suite. */
@@ -109,8 +116,14 @@ export interface WorkerHooks {
 
 export type Outcome = "completed" | "retry" | "dead" | "snoozed" | "cancelled" | "released" | "lease-lost";
 
+/** How a non-empty claim went: its round trip, and the database time it took the jobs (all share it). */
+export interface ClaimInfo {
+  durationMs: number;
+  claimedAt: Date;
+}
+
 export interface WorkerEvents {
-  claimed: [jobs: ReadonlyArray<Job>];
+  claimed: [jobs: ReadonlyArray<Job>, info: ClaimInfo];
   jobStart: [job: Job];
   jobEnd: [job: Job, outcome: Outcome, durationMs: number, error: unknown];
   /** Outcomes the database rejected because the job's lease had moved on. */
@@ -129,6 +142,8 @@ interface Running {
   lease: string;
   controller: AbortController;
   startedAt: number;
+  /** The claim span's context, for the execution span (OpenTelemetry). */
+  trace: TraceContext | undefined;
   /** Set when the outcome must not be written: lease lost, or released at shutdown. */
   detached: boolean;
   done: Promise<void>;
@@ -229,6 +244,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   readonly listener: Listener | undefined;
   readonly reaper: Reaper | undefined;
   readonly pool: pg.Pool;
+  private readonly presence: Presence | undefined;
 
   private readonly handlers = new Map<string, { definition?: JobDefinition<unknown>; handler: Handler<never> }>();
   private readonly inFlight = new Map<string, Running>();
@@ -335,6 +351,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
         onReaped: (jobs) => this.emit("reaped", jobs),
       });
     }
+    if (options.presence ?? true) {
+      this.presence = new Presence({
+        pool: this.pool,
+        schemaSql: client.schemaSql,
+        workerId: this.id,
+        queues: this.queues,
+        kinds: () => this.kinds,
+        intervalMs: toMs("presenceInterval", options.presenceInterval ?? "10s", { allowZero: false }),
+        logger: this.logger,
+      });
+    }
   }
 
   /** Registers the handler for a job kind (typed by its definition). Returns this, for chaining. */
@@ -374,6 +401,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     void this.listener?.start();
     this.reaper?.start();
+    this.presence?.start();
     this.heartbeatTimer = setInterval(() => void this.heartbeatAll(), this.heartbeatMs);
     this.heartbeatTimer.unref();
     this.loop = this.fetchLoop();
@@ -442,10 +470,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async claim(limit: number): Promise<Running[]> {
     const sql = this.client.sql.jobClaimBatch;
+    const startedAt = performance.now();
     const { rows } = await this.pool.query(
       this.client.statement(sql, [this.queues, limit, this.id, this.lockTimeoutMs]),
     );
     if (rows.length === 0) return [];
+    const durationMs = performance.now() - startedAt;
+    const trace = claimSpan(startedAt, this.queues, rows.length);
     this.stats.claimed += rows.length;
     const jobs: Running[] = [];
     for (const row of rows) {
@@ -466,6 +497,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         lease: row.lease,
         controller: new AbortController(),
         startedAt: 0,
+        trace,
         detached: false,
         done: Promise.resolve(),
       };
@@ -475,6 +507,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.emit(
       "claimed",
       jobs.map((r) => r.job),
+      { durationMs, claimedAt: rows[0].locked_at },
     );
     if (this.options.hooks?.afterClaimCommit) await this.options.hooks.afterClaimCommit(jobs.map((r) => r.job));
     for (const running of jobs) running.done = this.execute(running);
@@ -488,6 +521,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     let outcome: Outcome = "completed";
     let failure: unknown;
     let timer: NodeJS.Timeout | undefined;
+    const span = startExecuteSpan(job, running.trace);
     try {
       const entry = this.handlers.get(job.kind);
       if (!entry) throw new UnknownKindError(job.kind, this.kinds);
@@ -507,7 +541,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         heartbeat: () => this.heartbeatOne(running),
         log: childLogger(this.logger, { jobId: job.id, kind: job.kind, attempt: job.attempt }),
       };
-      const result = Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx));
+      const result = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
       // A handler that rejects after we stopped waiting must never become an unhandled rejection.
       result.catch(() => undefined);
       if (this.jobTimeoutMs === undefined) {
@@ -545,6 +579,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     } else {
       this.record(running, outcome, failure);
     }
+    endExecuteSpan(span, outcome, failure);
     this.emit("jobEnd", job, outcome, performance.now() - running.startedAt, failure);
     this.wakeup.wake();
   }
@@ -772,6 +807,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     clearInterval(this.heartbeatTimer);
     await this.listener?.stop();
     await this.reaper?.stop();
+    await this.presence?.stop();
     if (this.ownsPool) await this.pool.end().catch(() => undefined);
   }
 }

@@ -172,8 +172,12 @@ test("a stale outcome is rejected and counted: a worker whose lease expired cann
   const gate = new Promise<void>((r) => {
     release = r;
   });
-  const w = worker("stale", { maintenance: false }).register("slow", () => gate);
+  // A long poll and a listener: the worker wakes for the enqueue, then never claims
+  // again by itself while the test reaps and re-claims the job as another worker.
+  const w = worker("stale", { maintenance: false, pollInterval: 60_000 }).register("slow", () => gate);
+  const listening = new Promise<void>((resolve) => w.on("listener", (c) => c && resolve()));
   await w.start();
+  await listening;
   const { id } = await t.skipq.enqueue("slow", {}, { queue: "stale" });
   await until("running", async () => (await job(id)).status === "running");
   const firstLease = (await job(id)).lease;

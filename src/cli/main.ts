@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { benchCommand } from "./commands/bench.js";
 import { cancelCommand } from "./commands/cancel.js";
+import { dashboardCommand } from "./commands/dashboard.js";
 import { deadCommand } from "./commands/dead.js";
 import { demoCommand } from "./commands/demo.js";
 import { enqueueCommand } from "./commands/enqueue.js";
@@ -42,6 +43,7 @@ const commands: CliCommand[] = [
   pruneCommand,
   queueCommand,
   sagaCommand,
+  dashboardCommand,
   demoCommand,
   benchCommand,
 ];

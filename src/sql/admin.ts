@@ -15,6 +15,8 @@ export function adminStatements(schema: string) {
                 FROM ${jobs}
                WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2) AND ($3::text IS NULL OR kind = $3)
                  AND ($4::bigint IS NULL OR id < $4)
+                 -- $6: an ILIKE pattern with the user's text escaped; unindexed, so it only filters the rows the other conditions reach.
+                 AND ($6::text IS NULL OR last_error ILIKE $6)
                ORDER BY id DESC LIMIT $5`,
     queueStats: `SELECT queue,
                         count(*) FILTER (WHERE status = 'pending')   AS pending,

@@ -41,7 +41,7 @@ export function jobStatements(schema: string, tag: string) {
               lease_expires_at = now() + $4::float8 * interval '1 millisecond', updated_at = now()
          FROM picked WHERE j.id = picked.id
        RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease,
-                 j.run_at, j.created_at, j.headers`,
+                 j.run_at, j.created_at, j.headers, j.locked_at`,
     ),
 
     /** Record successes in one statement; returns the ids whose lease still matched. */

@@ -14,6 +14,8 @@ export function statsCommand(program: Command): void {
       "after",
       `
 "pending" counts every pending job; "scheduled" is the part of it not due yet.
+Health warnings (see docs/metrics.md#health) are printed first, and under
+"health" in --json.
 
 Examples:
   $ skipq stats
@@ -21,7 +23,7 @@ Examples:
     )
     .action(async (options: { json?: boolean }, command: Command) => {
       await withSession(command, async ({ admin, config }) => {
-        const [stats, settings] = await Promise.all([admin.stats(), admin.listQueueSettings()]);
+        const [stats, settings, health] = await Promise.all([admin.stats(), admin.listQueueSettings(), admin.health()]);
         const paused = new Set(settings.filter((s) => s.paused).map((s) => s.name));
         // Paused queues with no jobs still deserve a row: an operator paused them on purpose.
         const names = new Set(stats.map((s) => s.queue));
@@ -55,9 +57,12 @@ Examples:
               oldestPendingSeconds:
                 r.oldestPendingSeconds === null ? null : Math.round(r.oldestPendingSeconds * 1000) / 1000,
             })),
+            health: health.warnings.map((w) => ({ check: w.check, message: w.message })),
           });
           return;
         }
+        // Health warnings (vacuum held back, dead tuples, kinds no worker handles) go first: they explain the numbers.
+        for (const w of health.warnings) process.stdout.write(`warning (${w.check}): ${w.message}\n`);
         if (rows.length === 0) {
           process.stdout.write(`no jobs in schema "${config.schema}" yet; add one with \`skipq enqueue <kind>\`\n`);
           return;

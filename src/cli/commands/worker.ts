@@ -9,6 +9,7 @@
 import type { Command } from "commander";
 import { Skipq } from "../../client.js";
 import { defaultLogger } from "../../logger.js";
+import { createMetrics, type MetricsServer, serveMetrics } from "../../metrics.js";
 import type { WorkerOptions } from "../../worker.js";
 import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";
 import { describeTarget } from "../errors.js";
@@ -23,6 +24,8 @@ interface WorkerFlags {
   shutdownTimeout: string;
   pollInterval: string;
   jobTimeout?: string;
+  metricsPort?: string;
+  metricsHost: string;
   quiet?: boolean;
 }
 
@@ -44,6 +47,8 @@ export function workerCommand(program: Command): void {
     .option("--shutdown-timeout <duration>", "on stop, how long running jobs may finish before they are aborted", "10s")
     .option("--poll-interval <duration>", "longest wait between claims when no notification arrives", "1s")
     .option("--job-timeout <duration>", "per-job time limit (the handler's signal aborts and the job retries)")
+    .option("--metrics-port <n>", "serve Prometheus metrics (GET /metrics) on this port; 0 picks a free one")
+    .option("--metrics-host <address>", "address for --metrics-port; 0.0.0.0 for a remote Prometheus", "127.0.0.1")
     .option("--quiet", "do not log failed jobs")
     .addHelpText(
       "after",
@@ -57,6 +62,7 @@ The tasks module:
 Examples:
   $ skipq worker --tasks ./tasks.mjs
   $ skipq worker --tasks ./tasks.ts --queue emails --queue reports --concurrency 50
+  $ skipq worker --tasks ./tasks.mjs --metrics-port 9464 --metrics-host 0.0.0.0
 
 Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
 (unfinished jobs go back to pending without using an attempt).`,
@@ -72,6 +78,8 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
       };
       if (flags.jobTimeout !== undefined)
         options.jobTimeout = parseDuration("--job-timeout", flags.jobTimeout, { allowZero: false });
+      const metricsPort =
+        flags.metricsPort === undefined ? undefined : parseInteger("--metrics-port", flags.metricsPort, 0, 65_535);
       const connectionString = requireDatabase(config);
       const handlers = await loadTasks(flags.tasks);
 
@@ -88,6 +96,7 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
         void worker?.stop();
       };
       let worker: ReturnType<Skipq["worker"]> | undefined;
+      let metricsServer: MetricsServer | undefined;
       try {
         await checkSchema(skipq);
         worker = skipq.worker(options);
@@ -105,6 +114,13 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
             log(`job ${job.id} (${job.kind}) ${what}: ${reason.split("\n")[0]}`);
           });
         }
+        if (metricsPort !== undefined) {
+          // Counters from this worker; queue depth and health read from the database on scrape (cached 5 s).
+          const metrics = createMetrics({ skipq });
+          metrics.observe(active);
+          metricsServer = await serveMetrics({ metrics, port: metricsPort, host: flags.metricsHost });
+          log(`metrics at ${metricsServer.url}`);
+        }
         await active.start();
         process.on("SIGTERM", onSignal);
         process.on("SIGINT", onSignal);
@@ -120,6 +136,7 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
       } finally {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
+        await metricsServer?.close();
         await skipq.close().catch(() => undefined);
       }
     });

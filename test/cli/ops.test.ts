@@ -1,0 +1,92 @@
+/**
+ * `skipq dashboard` and `skipq worker --metrics-port` as real processes: the
+ * dashboard answers 401 without the token and serves the schema with it, and
+ * refuses a non-loopback host without credentials; the worker's metrics port
+ * serves skipq_* metrics counting the jobs it ran.
+ */
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { skipq, start } from "./run.js";
+
+let t: TestQueue;
+beforeAll(async () => {
+  t = await testQueue("cli-ops");
+});
+afterAll(async () => {
+  await t.cleanup();
+});
+
+test("skipq dashboard serves the schema behind the token and stops on SIGTERM", async () => {
+  await t.skipq.enqueue("send-email", { to: "ada@example.com" }, { queue: "cli-dash" });
+  const token = "cli-dashboard-token-0123456789";
+  const d = start(["dashboard", "--port", "0"], { DATABASE_URL, SKIPQ_SCHEMA: t.schema, SKIPQ_DASHBOARD_TOKEN: token });
+  const url = (await until("listening", () => /(http:\/\/127\.0\.0\.1:\d+\/)/.exec(d.stderr())?.[1], 30_000)) as string;
+  expect((await fetch(url)).status).toBe(401);
+  const page = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+  expect(page.status).toBe(200);
+  expect(await page.text()).toContain('data-queue="cli-dash"');
+  d.child.kill("SIGTERM");
+  const result = await d.exited;
+  expect(result.code, result.stderr).toBe(0);
+  expect(result.stderr).not.toContain(token);
+});
+
+test("skipq dashboard refuses a non-loopback host without credentials", async () => {
+  const result = await skipq(["dashboard", "--host", "0.0.0.0", "--port", "0"], {
+    DATABASE_URL,
+    SKIPQ_SCHEMA: t.schema,
+  });
+  expect(result.code).not.toBe(0);
+  expect(result.stderr).toContain("without credentials");
+});
+
+test("skipq dashboard on loopback without credentials prints a one-time token that signs in", async () => {
+  const d = start(["dashboard", "--port", "0"], { DATABASE_URL, SKIPQ_SCHEMA: t.schema });
+  const url = (await until("listening", () => /(http:\/\/127\.0\.0\.1:\d+\/)/.exec(d.stderr())?.[1], 30_000)) as string;
+  const token = (await until("token printed", () => /one-time token (\S+)/.exec(d.stderr())?.[1], 10_000)) as string;
+  expect((await fetch(url, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+  d.child.kill("SIGTERM");
+  expect((await d.exited).code).toBe(0);
+});
+
+test("skipq worker --metrics-port serves skipq_* metrics for the jobs it ran", async () => {
+  await t.skipq.enqueueMany(
+    Array.from({ length: 3 }, (_, i) => ({
+      job: "send-email",
+      payload: { to: `m${i}@example.com` },
+      queue: "cli-metrics",
+    })),
+  );
+  const w = start(["worker", "--tasks", "examples/tasks.mjs", "--queue", "cli-metrics", "--metrics-port", "0"], {
+    DATABASE_URL,
+    SKIPQ_SCHEMA: t.schema,
+  });
+  const url = (await until(
+    "metrics listening",
+    () => /(http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(w.stderr())?.[1],
+    30_000,
+  )) as string;
+  const text = await until(
+    "three completed",
+    async () => {
+      const body = await (await fetch(url)).text();
+      return body.includes('skipq_jobs_completed_total{queue="cli-metrics",kind="send-email"} 3') && body;
+    },
+    30_000,
+  );
+  expect(text).toContain("skipq_listener_connected");
+  w.child.kill("SIGTERM");
+  expect((await w.exited).code).toBe(0);
+});
+
+test("skipq stats prints health warnings first, and lists them under health in --json", async () => {
+  // A pending job that was already tried, of a kind no live worker handles.
+  await t.db.query(`INSERT INTO "${t.schema}".jobs (queue, kind, attempts) VALUES ('cli-health', 'orphan-kind', 1)`);
+  const env = { DATABASE_URL, SKIPQ_SCHEMA: t.schema };
+  const text = await skipq(["stats"], env);
+  expect(text.code, text.stderr).toBe(0);
+  expect(text.stdout).toMatch(/^warning \(unhandled-kind\): .*"orphan-kind"/m);
+  const json = await skipq(["stats", "--json"], env);
+  const parsed = JSON.parse(json.stdout) as { health: Array<{ check: string; message: string }> };
+  expect(parsed.health.some((w) => w.check === "unhandled-kind" && w.message.includes("orphan-kind"))).toBe(true);
+});
