@@ -45,6 +45,11 @@ export interface Job<P = unknown> {
   createdAt: Date;
   /** Metadata given at enqueue (e.g. a trace context); empty when none. */
   headers: Record<string, string>;
+  /**
+   * This claim's fencing token (unique per claim). Pass it to downstream
+   * systems that can reject writes from a holder whose lease was taken over.
+   */
+  lease: string;
 }
 
 export interface JobContext<P = unknown> {
@@ -460,6 +465,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         runAt: row.run_at,
         createdAt: row.created_at,
         headers: row.headers ?? {},
+        lease: row.lease,
       };
       const running: Running = {
         job,
