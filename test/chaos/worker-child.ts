@@ -10,7 +10,7 @@
  */
 import { appendFileSync } from "node:fs";
 import pg from "pg";
-import { type Job, Skipq, silentLogger, type WorkerOptions } from "../../src/index.js";
+import { defaultLogger, type Job, Skipq, type WorkerOptions } from "../../src/index.js";
 import type { ChildConfig, JobSpec } from "./ledger.js";
 
 const config = JSON.parse(process.env.CHAOS_CONFIG ?? "{}") as ChildConfig;
@@ -41,7 +41,7 @@ function log(entry: Record<string, unknown>): void {
 const skipq = new Skipq({
   connectionString: config.url,
   schema: config.schema,
-  logger: silentLogger,
+  logger: defaultLogger,
   preparedStatements: config.preparedStatements ?? true,
 });
 const effects = config.effects ? new pg.Pool({ connectionString: config.url, max: 2 }) : undefined;
