@@ -233,8 +233,11 @@ describe("database faults", () => {
     );
     const startedAt = Date.now();
     const firstClaims: number[] = [];
+    const inFlight: number[] = [];
     for (const fraction of [0.1, 0.5, 0.9]) {
       await until(`${fraction * 100} % drained`, async () => (await terminalCount(q)) >= jobs * fraction, 120_000, 50);
+      const { rows } = await q.db.query(`SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE status = 'running'`);
+      inFlight.push(rows[0].n);
       await server.restart();
       const readyAt = Date.now();
       await until(
@@ -253,6 +256,8 @@ describe("database faults", () => {
     expect(r.byStatus).toEqual({ completed: jobs });
     expect(r.duplicatesByReason.unexplained ?? 0).toBe(0);
     expect(maxOf(firstClaims)).toBeLessThan(10_000);
+    // Claims between the count and the restart add at most one batch per worker (3 × 20).
+    expect(r.duplicates).toBeLessThanOrEqual(inFlight.reduce((a, b) => a + b, 0) + 3 * 3 * 20);
     recordResult({
       row: "D6",
       title: `PostgreSQL restarted at 10 / 50 / 90 % of a ${jobs.toLocaleString("en")}-job drain (3 processes × concurrency 20)`,
@@ -262,7 +267,7 @@ describe("database faults", () => {
       duplicatesByReason: r.duplicatesByReason,
       staleRejected: r.staleOutcomesRejected,
       recoveryMs: maxOf(firstClaims),
-      other: `first claim after PG ready: ${firstClaims.join(" / ")} ms; process restarts: 0; drain ${(drainMs / 1000).toFixed(1)} s (set CHAOS_DRAIN_JOBS=100000 for the full size)`,
+      other: `running at the restarts: ${inFlight.join(" / ")}; first claim after PG ready: ${firstClaims.join(" / ")} ms; process restarts: 0; drain ${(drainMs / 1000).toFixed(1)} s (set CHAOS_DRAIN_JOBS=100000 for the full size)`,
     });
   });
 });
