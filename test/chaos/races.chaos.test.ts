@@ -245,23 +245,31 @@ describe("races", () => {
     const started = Date.now();
     let failures = 0;
     try {
-      const results = await Promise.all(migrators.map((m) => m.migrate().catch(() => (failures++, undefined))));
+      const results = await Promise.all(
+        migrators.map((m) =>
+          m.migrate().catch(() => {
+            failures++;
+            return undefined;
+          }),
+        ),
+      );
       const wallMs = Date.now() - started;
       expect(failures).toBe(0);
       const appliedBy = results.map((r) => r?.applied.length ?? 0);
       expect(appliedBy.reduce((a, b) => a + b, 0)).toBe(
         (await migrators[0]?.pool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`))?.rows[0].n,
       );
-      const live = migrators[0]?.worker({ ...CHAOS_WORKER, concurrency: 2 });
-      if (!live) throw new Error("no worker");
+      const first = migrators[0];
+      if (!first) throw new Error("no migrator");
+      const live = first.worker({ ...CHAOS_WORKER, concurrency: 2 });
       live.register("chaos", async () => undefined);
       workers.push(live);
       await live.start();
-      await migrators[0]?.enqueue("chaos", {});
+      await first.enqueue("chaos", {});
       const again = await Promise.all(migrators.slice(1, 6).map((m) => m.migrate()));
       expect(again.every((r) => r.applied.length === 0 && r.to === latestVersion())).toBe(true);
       await until("the live worker still runs jobs", async () => {
-        const { rows } = await migrators[0]!.pool.query(`SELECT status FROM "${schema}".jobs`);
+        const { rows } = await first.pool.query(`SELECT status FROM "${schema}".jobs`);
         return rows[0]?.status === "completed";
       });
       recordResult({
