@@ -58,6 +58,8 @@ export interface LedgerEntry {
   point?: string;
   n?: number;
   stats?: Record<string, number>;
+  /** The child's own (possibly skewed) Date.now() at "ready". */
+  clock?: number;
 }
 
 export function readLedger(dir: string): LedgerEntry[] {

@@ -151,6 +151,6 @@ worker.on("stopped", () => {
 
 log({ e: "starting" });
 await worker.start();
-log({ e: "ready" });
+log({ e: "ready", clock: Date.now() });
 // A heartbeat of the process itself: a gap in these lines means the event loop was blocked.
 setInterval(() => log({ e: "tick", running: worker.running, stats: worker.stats }), 1000).unref();
