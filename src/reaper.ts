@@ -84,8 +84,8 @@ export class Reaper {
       await client.query("ROLLBACK").catch(() => undefined);
       throw error;
     } finally {
-      // A connection that failed mid-transaction is discarded, not reused.
       client.removeListener("error", onError);
+      // A connection that failed mid-transaction is discarded, not reused.
       client.release(failure);
     }
     if (reaped.length > 0) {
