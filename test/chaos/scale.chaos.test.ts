@@ -19,6 +19,7 @@ import {
   killAllChildren,
   ledgerOf,
   recordResult,
+  SLACK_MS,
   spawnWorker,
   startServer,
   statusCounts,
@@ -103,7 +104,7 @@ describe("pools, scale and time", () => {
     expect(worker.stats.leasesLost).toBe(0);
     expect(reaped).toBe(0);
     expect(runs.length).toBe(12);
-    expect(Math.max(...delays)).toBeLessThan(1000);
+    expect(Math.max(...delays)).toBeLessThan(1000 + SLACK_MS);
     recordResult({
       row: "R1",
       title:
