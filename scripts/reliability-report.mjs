@@ -23,10 +23,21 @@ const reasons = (row) =>
         .join(", ")})`
     : String(row.duplicates);
 
+/** The first and last time any row was measured (rows keep their figures until their test runs again). */
+function span(rows) {
+  const times = rows
+    .map((r) => r.measuredAt)
+    .filter(Boolean)
+    .sort();
+  const fmt = (t) => t.slice(0, 16).replace("T", " ");
+  if (times.length === 0) return "at an unknown time";
+  return times[0] === times.at(-1) ? fmt(times[0]) : `${fmt(times[0])} to ${fmt(times.at(-1))}`;
+}
+
 const lines = [
   START,
   "",
-  `Suite run ${results.generatedAt.slice(0, 16).replace("T", " ")} UTC on Node ${results.machine.node}, ${results.machine.cpus} CPUs (${results.machine.platform}), ${results.suiteSeconds} s.`,
+  `Measured ${span(results.rows)} UTC on Node ${results.machine.node}, ${results.machine.cpus} CPUs (${results.machine.platform}).`,
   "",
   "| Row | Fault | Config | Lost | Duplicates (by reason) | Stale writes rejected | Recovery (ms) | Other figures |",
   "| --- | --- | --- | ---: | --- | ---: | ---: | --- |",

@@ -207,12 +207,13 @@ export async function reconcile(
         reason = "released_at_shutdown";
       else if (run.outcome === "lease-lost") reason = "lease_lost";
       else if (killedPids.has(run.pid) && run.end === undefined) reason = "lease_expired:killed_mid_handler";
-      else if (killedPids.has(run.pid) && run.outcome === undefined) reason = "lease_expired:killed_before_outcome";
+      // Ended (its outcome maybe buffered for the next batched write) but killed before the write committed.
+      else if (killedPids.has(run.pid)) reason = "lease_expired:killed_before_outcome";
       else if (run.outcome === "completed") reason = "lease_expired:outcome_write_failed";
       else reason = "unexplained";
       duplicatesByReason[reason] = (duplicatesByReason[reason] ?? 0) + 1;
       const killedAt = killedPids.get(run.pid);
-      if (killedAt !== undefined && run.outcome === undefined) recoveryMs.push(next.start - killedAt);
+      if (killedAt !== undefined) recoveryMs.push(next.start - killedAt);
     }
   }
   // Kills that stranded claimed-but-unstarted jobs (afterClaimCommit): recovery is their first execution anywhere.

@@ -132,8 +132,8 @@ describe("pgbouncer", () => {
       const drainMs = Date.now() - started;
       // A single enqueue wakes an idle worker through the direct LISTEN, faster than the 200 ms poll.
       await until("idle", () => workers.every((w) => w.running === 0));
-      const single = await producer.enqueue("chaos", { single: true });
       const t0 = Date.now();
+      const single = await producer.enqueue("chaos", { single: true });
       await until("the single job ran", () => runs.has(single.id), 5000, 5);
       const wakeMs = Date.now() - t0;
       expect(runs.size).toBe(jobs + 1);
