@@ -177,7 +177,7 @@ describe("database faults", () => {
     }
     expect(maxOf(reconnects)).toBeLessThan(500 + 1000 + SLACK_MS);
     expect(maxOf(pickups)).toBeLessThan(200 + 500 + SLACK_MS);
-    expect((await statusCounts(q)).completed).toBe(3);
+    await until("the three gap jobs completed", async () => (await statusCounts(q)).completed === 3);
     recordResult({
       row: "D4",
       title: "pg_terminate_backend on the LISTEN connection, 3 times",
