@@ -8,7 +8,7 @@
  * (until()), never a fixed sleep standing in for synchronisation.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -71,6 +71,8 @@ export async function chaosQueue(url: string, label: string, options: SkipqOptio
     async cleanup() {
       await skipq.close().catch(() => undefined);
       await db.end().catch(() => undefined);
+      // CHAOS_KEEP_LEDGERS=1 keeps the ledgers and the workers' stderr for a post-mortem.
+      if (!process.env.CHAOS_KEEP_LEDGERS) rmSync(ledgerDir, { recursive: true, force: true });
     },
   };
 }
