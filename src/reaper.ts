@@ -57,6 +57,12 @@ export class Reaper {
     const client = await this.options.pool.connect();
     const reaped: ReapResult["reaped"] = [];
     let failure: Error | undefined;
+    // The pool may be the caller's: guard this checkout against 'error' events (a server
+    // restart between two statements), which would otherwise crash the process.
+    const onError = (error: Error) => {
+      failure ??= error;
+    };
+    client.on("error", onError);
     try {
       await client.query("BEGIN");
       const { rows } = await client.query<{ acquired: boolean }>(this.sql.leaderTryAcquire.text, [this.options.schema]);
@@ -78,6 +84,7 @@ export class Reaper {
       await client.query("ROLLBACK").catch(() => undefined);
       throw error;
     } finally {
+      client.removeListener("error", onError);
       // A connection that failed mid-transaction is discarded, not reused.
       client.release(failure);
     }

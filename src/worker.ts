@@ -48,6 +48,11 @@ export interface Job<P = unknown> {
   createdAt: Date;
   /** Metadata given at enqueue (e.g. a trace context); empty when none. */
   headers: Record<string, string>;
+  /**
+   * This claim's fencing token (unique per claim). Pass it to downstream
+   * systems that can reject writes from a holder whose lease was taken over.
+   */
+  lease: string;
 }
 
 export interface JobContext<P = unknown> {
@@ -392,11 +397,25 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.state !== "idle") return;
     this.state = "running";
     if (this.options.checkSchema ?? true) {
-      try {
-        await assertSchemaCurrent(this.pool, this.client.schema);
-      } catch (error) {
-        this.state = "idle";
-        throw error;
+      // A database that is down or still starting is waited for (capped backoff), not a crash:
+      // an orchestrator restarting workers that die at start would only make a crash loop.
+      for (let failures = 1; ; failures++) {
+        try {
+          await assertSchemaCurrent(this.pool, this.client.schema);
+          break;
+        } catch (error) {
+          if (!isUnavailable(error)) {
+            this.state = "idle";
+            throw error;
+          }
+          this.emit("warning", error, "start");
+          if (failures === 1 || failures % 20 === 0) {
+            this.logger.warn({ err: error, failures }, "skipq: database unavailable at start; retrying with backoff");
+          }
+          await this.wakeup.wait(Math.min(5000, 100 * 2 ** Math.min(failures, 10)) * (0.5 + Math.random() / 2));
+          // stop() during the wait: its shutdown closes what exists; nothing was started.
+          if (this.state !== "running") return;
+        }
       }
     }
     void this.listener?.start();
@@ -491,6 +510,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         runAt: row.run_at,
         createdAt: row.created_at,
         headers: row.headers ?? {},
+        lease: row.lease,
       };
       const running: Running = {
         job,
@@ -810,6 +830,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.presence?.stop();
     if (this.ownsPool) await this.pool.end().catch(() => undefined);
   }
+}
+
+/**
+ * Errors that mean "the database is not reachable right now" (refused, reset,
+ * shutting down, starting up, out of connections), by code, never by message:
+ * worth waiting for, unlike a wrong schema or bad credentials.
+ */
+function isUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== "string") return false;
+  if (/^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EPIPE|EAI_AGAIN)$/.test(code)) return true;
+  // SQLSTATE class 08 (connection exception), 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now), 53300 (too many connections).
+  return code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03" || code === "53300";
 }
 
 function delay(ms: number): Promise<void> {

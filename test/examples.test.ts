@@ -30,3 +30,8 @@ test("examples/tracing.ts shows the execution span linked to the enqueue span", 
   expect(out).toContain("skipq.enqueue, skipq.claim, skipq.execute");
   expect(out).toContain("execution links to the enqueue span: true");
 });
+test("examples/idempotent-effects.ts runs a job twice and its keyed side effect happens once", async () => {
+  expect(await runExample("examples/idempotent-effects.ts")).toContain(
+    "ran twice, charged 1 time(s), effects applied 1",
+  );
+});

@@ -285,8 +285,11 @@ test("a per-job timeout frees the slot of a handler that never resolves, and the
   await w.start();
   const h = await t.skipq.enqueue("hangs", {}, { queue: "timeout", maxAttempts: 1, priority: 1 });
   const n = await t.skipq.enqueue("next", {}, { queue: "timeout" });
-  await until("next completed", async () => (await job(n.id)).status === "completed");
-  expect((await job(h.id)).status).toBe("dead");
+  // Completions and failures are separate statements of one flush: wait for both.
+  await until(
+    "next completed and the hung job dead",
+    async () => (await job(n.id)).status === "completed" && (await job(h.id)).status === "dead",
+  );
   expect((await job(h.id)).last_error).toContain("jobTimeout");
   expect(hung).toBe(1);
 });

@@ -19,7 +19,12 @@ export function maintenanceStatements(schema: string, tag: string) {
       "SELECT pg_try_advisory_xact_lock(hashtext('skipq.maintenance'), hashtext($1)) AS acquired",
     ),
 
-    /** Return up to $1 jobs whose lease ran out to pending (attempt counted), or to dead when attempts are used up. */
+    /**
+     * Return up to $1 jobs whose lease ran out to pending (attempt counted), or to dead when attempts are used up.
+     * run_at is left as it was (already <= now): a reclaimed job keeps its place at the head of the line
+     * instead of queueing behind the whole backlog (chaos P1: with run_at = now() a job stranded by a
+     * killed worker waited for the backlog to drain, not for lease + reaper interval).
+     */
     jobReapExpired: s(
       "jobReapExpired",
       `WITH expired AS MATERIALIZED (
@@ -30,7 +35,7 @@ export function maintenanceStatements(schema: string, tag: string) {
           FOR UPDATE SKIP LOCKED)
        UPDATE ${jobs} AS j
           SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-              run_at = now(), lease = NULL, lease_expires_at = NULL, updated_at = now(),
+              lease = NULL, lease_expires_at = NULL, updated_at = now(),
               last_error = 'lease expired: worker ' || COALESCE(j.locked_by, '?') ||
                            ' stopped renewing it (crashed, killed, stalled or cut off from the database)'
          FROM expired

@@ -1,0 +1,158 @@
+/**
+ * PgBouncer in transaction pooling mode (Debian's pgbouncer, started by the
+ * test on a free port with a generated ini): a drain with every pool query
+ * going through PgBouncer, prepared statements off, and LISTEN on a direct
+ * connection (LISTEN through transaction pooling never hears a NOTIFY).
+ *
+ * Invariant: nothing the worker does depends on session state: the claim,
+ * outcomes, heartbeats and the reaper's transaction-scoped advisory lock all
+ * work when consecutive statements land on different server connections.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Skipq, silentLogger, type Worker } from "../../src/index.js";
+import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
+import {
+  CHAOS_WORKER,
+  type ChaosQueue,
+  chaosQueue,
+  recordResult,
+  startServer,
+  statusCounts,
+  until,
+} from "./harness.js";
+
+const PGBOUNCER = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"].find((p) => existsSync(p));
+let server: EmbeddedPostgres;
+let bouncer: ChildProcess | undefined;
+let bouncerUrl = "";
+let dir = "";
+let q: ChaosQueue;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const address = s.address();
+      s.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+beforeAll(async () => {
+  if (!PGBOUNCER) throw new Error("pgbouncer is not installed: apt-get install -y pgbouncer (.ci/run does)");
+  server = await startServer();
+  q = await chaosQueue(server.url, "pgbouncer");
+  const port = await freePort();
+  dir = mkdtempSync(path.join(os.tmpdir(), "skipq-pgbouncer-"));
+  chmodSync(dir, 0o777);
+  const ini = path.join(dir, "pgbouncer.ini");
+  writeFileSync(
+    ini,
+    [
+      "[databases]",
+      `chaos = host=127.0.0.1 port=${server.port} dbname=postgres user=postgres`,
+      "[pgbouncer]",
+      "listen_addr = 127.0.0.1",
+      `listen_port = ${port}`,
+      "unix_socket_dir =",
+      // No passwords in this throwaway setup: every client logs in as the database line's user.
+      "auth_type = any",
+      "pool_mode = transaction",
+      "default_pool_size = 6",
+      "max_client_conn = 200",
+      `logfile = ${path.join(dir, "pgbouncer.log")}`,
+      "ignore_startup_parameters = extra_float_digits",
+    ].join("\n"),
+  );
+  // PgBouncer refuses to run as root; -u switches to an unprivileged user.
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) execFileSync("chown", ["-R", "postgres", dir]);
+  bouncer = spawn(PGBOUNCER, asRoot ? ["-u", "postgres", ini] : [ini], { stdio: "ignore" });
+  bouncerUrl = `postgres://postgres@127.0.0.1:${port}/chaos`;
+  await until(
+    "pgbouncer accepts connections",
+    async () => {
+      const c = new pg.Client({ connectionString: bouncerUrl });
+      c.on("error", () => undefined);
+      return c.connect().then(
+        () => c.end().then(() => true),
+        () => false,
+      );
+    },
+    15_000,
+    100,
+  );
+});
+
+afterAll(async () => {
+  if (bouncer && bouncer.exitCode === null) {
+    const exited = new Promise((r) => bouncer?.once("exit", r));
+    bouncer.kill("SIGINT");
+    await exited;
+  }
+  await q?.cleanup();
+  await server?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("pgbouncer", () => {
+  it("PgBouncer transaction pooling: a 3,000-job drain by two workers completes every job exactly once, woken through a direct LISTEN", async () => {
+    const jobs = 3000;
+    const viaBouncer = () =>
+      new Skipq({
+        connectionString: bouncerUrl,
+        schema: q.schema,
+        logger: silentLogger,
+        preparedStatements: false,
+        poolSize: 4,
+      });
+    const producer = viaBouncer();
+    const clients = [viaBouncer(), viaBouncer()];
+    const runs = new Map<string, number>();
+    const workers: Worker[] = clients.map((c) => {
+      const w = c.worker({ ...CHAOS_WORKER, concurrency: 10, listenConnectionString: server.url });
+      w.register("chaos", async (_p, ctx) => {
+        runs.set(ctx.job.id, (runs.get(ctx.job.id) ?? 0) + 1);
+      });
+      return w;
+    });
+    const warnings: unknown[] = [];
+    for (const w of workers) w.on("warning", (e) => warnings.push(e));
+    try {
+      await Promise.all(workers.map((w) => w.start()));
+      await until("both listeners connected directly", () => workers.every((w) => w.listener?.connected));
+      const started = Date.now();
+      await producer.enqueueMany(Array.from({ length: jobs }, (_, i) => ({ job: "chaos", payload: { i } })));
+      await until("every job completed", async () => (await statusCounts(q)).completed === jobs, 120_000, 50);
+      const drainMs = Date.now() - started;
+      // A single enqueue wakes an idle worker through the direct LISTEN, faster than the 200 ms poll.
+      await until("idle", () => workers.every((w) => w.running === 0));
+      const t0 = Date.now();
+      const single = await producer.enqueue("chaos", { single: true });
+      await until("the single job ran", () => runs.has(single.id), 5000, 5);
+      const wakeMs = Date.now() - t0;
+      expect(runs.size).toBe(jobs + 1);
+      expect([...runs.values()].every((n) => n === 1)).toBe(true);
+      expect(warnings).toEqual([]);
+      const log = readFileSync(path.join(dir, "pgbouncer.log"), "utf8");
+      expect(log).not.toMatch(/prepared statement .* does not exist/);
+      recordResult({
+        row: "B1",
+        title:
+          "PgBouncer 1.18 transaction pooling: 3,000-job drain by 2 workers (pool 4 each, server pool 6), LISTEN direct",
+        config: `${CHAOS_WORKER.lockTimeout} lease, preparedStatements: false, listenConnectionString direct`,
+        lost: jobs + 1 - runs.size,
+        duplicates: [...runs.values()].filter((n) => n > 1).length,
+        other: `drain ${(drainMs / 1000).toFixed(1)} s; worker warnings: 0; pickup of a single job after enqueue ${wakeMs} ms`,
+      });
+    } finally {
+      await Promise.all(workers.map((w) => w.stop()));
+      await Promise.all([producer, ...clients].map((c) => c.close()));
+    }
+  });
+});
