@@ -81,7 +81,7 @@ const sizes = args.quick
       singleMs: 5_000,
       drain: 100_000,
       reps: 3,
-      drainLimitMs: 15_000,
+      drainLimitMs: 12_000,
       procs: 4,
       pickupJobs: 1_000,
       claimSamples: 1_000,
@@ -238,9 +238,11 @@ async function main(): Promise<void> {
           }
           const rates: number[] = [];
           let partial = false;
+          await adapter.reset();
+          let missing = sizes.drain;
           for (let rep = 0; rep < sizes.reps; rep++) {
-            await adapter.reset();
-            await adapter.enqueueBulk(payloads);
+            // Top the queue back up to the full size (a drain stopped at the time bound leaves jobs behind).
+            await adapter.enqueueBulk(payloads.slice(0, missing));
             let count = 0;
             const worker = await adapter.startWorker({
               concurrency,
@@ -256,6 +258,7 @@ async function main(): Promise<void> {
             partial ||= !done;
             rates.push((count - before) / (elapsed / 1000));
             await worker.stop();
+            missing = Math.min(sizes.drain, count);
           }
           await adapter.reset();
           const rate = median(rates);
@@ -289,9 +292,10 @@ async function main(): Promise<void> {
         }
         const rates: number[] = [];
         let partial = false;
+        await adapter.reset();
+        let missing = sizes.drain;
         for (let rep = 0; rep < sizes.reps; rep++) {
-          await adapter.reset();
-          await adapter.enqueueBulk(payloads);
+          await adapter.enqueueBulk(payloads.slice(0, missing));
           const children = await Promise.all(Array.from({ length: sizes.procs }, () => spawnChild(env, key, tag, 10)));
           const counts = children.map(() => 0);
           for (const [n, child] of children.entries()) {
@@ -306,7 +310,11 @@ async function main(): Promise<void> {
           const elapsed = performance.now() - t0;
           partial ||= !done;
           rates.push(total() / (elapsed / 1000));
-          await Promise.all(children.map((child) => child.stop()));
+          const stopped = await Promise.all(children.map((child) => child.stop()));
+          missing = Math.min(
+            sizes.drain,
+            stopped.reduce((sum, r) => sum + r.n, 0),
+          );
         }
         await adapter.reset();
         const rate = median(rates);
@@ -505,6 +513,20 @@ async function main(): Promise<void> {
     },
   };
 
+  const cleanup = async () => {
+    for (const { adapter } of systems) {
+      await adapter.teardown().catch((error) => log(`teardown ${adapter.name}: ${error}`));
+      await adapter.close().catch(() => undefined);
+    }
+    await admin.end().catch(() => undefined);
+    await embedded?.stop();
+  };
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      log(`${signal}: dropping the bench schemas and queues, then exiting`);
+      void cleanup().finally(() => process.exit(130));
+    });
+  }
   try {
     for (const n of args.scenarios) {
       const scenario = scenarios[n];
@@ -513,12 +535,7 @@ async function main(): Promise<void> {
       await scenario();
     }
   } finally {
-    for (const { adapter } of systems) {
-      await adapter.teardown().catch((error) => log(`teardown ${adapter.name}: ${error}`));
-      await adapter.close().catch(() => undefined);
-    }
-    await admin.end();
-    await embedded?.stop();
+    await cleanup();
   }
 
   const minutes = (Date.now() - started) / 60_000;

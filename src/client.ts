@@ -361,13 +361,18 @@ export class Skipq {
             `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"}}`,
         )
         .join(",")}]`;
-      const { rows: inserted } = await tx.query(this.statement(this.sql.jobInsertMany, [json]));
+      // Without idempotency keys there is nothing to conflict on: the plain INSERT skips the speculative
+      // insertion ON CONFLICT costs for every row.
+      const keyed = chunk.some((r) => r.key !== null);
+      const { rows: inserted } = await tx.query(
+        this.statement(keyed ? this.sql.jobInsertMany : this.sql.jobInsertManyKeyless, [json]),
+      );
       // Identity ids follow input order (ORDER BY i), so the n-th keyless input owns the n-th keyless id.
       const keyless: string[] = [];
       const byKey = new Map<string, string>();
       inserted.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
       for (const r of inserted) {
-        if (r.idempotency_key === null) keyless.push(r.id);
+        if (r.idempotency_key == null) keyless.push(r.id);
         else byKey.set(`${r.queue}\u0000${r.idempotency_key}`, r.id);
       }
       let next = 0;

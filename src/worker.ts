@@ -1,8 +1,9 @@
 /**
  * The worker: claims jobs in batches, runs their handlers with bounded
  * concurrency, and records outcomes in batched, lease-fenced statements.
- * Claimed jobs wait in a small local buffer (at most `prefetch`) so a claim
- * is in flight while handlers run; the buffer starts jobs in claim order.
+ * Claimed jobs wait in a small local buffer so a claim is in flight while
+ * handlers run; the buffer holds about two claim round trips' worth of work at
+ * the measured handler speed (at most `prefetch`), and starts jobs in claim order.
  *
  * Invariants: a claim is committed before its handlers start; at most
  * `concurrency` handlers run at once; at most `concurrency + prefetch` leases
@@ -78,9 +79,11 @@ export interface WorkerOptions {
    */
   batchSize?: number;
   /**
-   * Jobs claimed ahead of free slots and held (leased, heartbeated) in a local buffer, so the next claim
-   * overlaps running handlers and each claim commits more jobs. A job enqueued later with a higher priority
-   * can wait behind at most this many. 0 claims only for free slots. Default: 4 × concurrency, at most 200.
+   * Most jobs claimed ahead of free slots and held (leased, heartbeated) in a local buffer, so the next claim
+   * overlaps running handlers and each claim commits more jobs. The worker buffers only about two claim
+   * round trips' worth of work at its measured handler speed: fast handlers get up to this many, slow ones
+   * next to none. A job enqueued later with a higher priority waits behind at most this many. 0 claims only
+   * for free slots. Default 200.
    */
   prefetch?: number;
   /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. Default "30s". */
@@ -277,6 +280,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly maxClaims: number;
   private claimFailures = 0;
   private sawEmpty = false;
+  /** Moving averages of handler duration and claim round trip (ms), for the prefetch target. */
+  private handlerMs: number | undefined;
+  private claimMs = 1;
   private readonly lockTimeoutMs: number;
   private readonly heartbeatMs: number;
   private readonly pollMs: number;
@@ -308,7 +314,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.queues.length === 0) throw new SkipqError("SKIPQ_INVALID_ARGUMENT", "queues must name at least one queue");
     this.queueSet = new Set(this.queues);
     this.concurrency = assertInt("concurrency", options.concurrency ?? 10, 1, 10_000);
-    this.prefetch = assertInt("prefetch", options.prefetch ?? Math.min(4 * this.concurrency, 200), 0, 10_000);
+    this.prefetch = assertInt("prefetch", options.prefetch ?? 200, 0, 10_000);
     this.batchSize = assertInt(
       "batchSize",
       options.batchSize ?? Math.min(this.concurrency + this.prefetch, 1000),
@@ -489,8 +495,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * with handlers that finish fast, a claim (one commit) is always on the way while the last batch runs.
    */
   private async fetchLoop(): Promise<void> {
-    const fullClaim = Math.min(this.batchSize, this.concurrency + this.prefetch);
     while (this.state === "running") {
+      const cap = this.concurrency + this.prefetchTarget();
+      const fullClaim = Math.min(this.batchSize, cap);
       if (this.claimFailures > 0 && this.claimsInFlight === 0) {
         await this.wakeup.wait(Math.min(5000, 50 * 2 ** Math.min(this.claimFailures, 10)) * (0.5 + Math.random() / 2));
       } else if (this.sawEmpty && this.claimsInFlight === 0) {
@@ -500,7 +507,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         continue;
       }
       if (this.state !== "running") break;
-      const room = Math.min(this.batchSize, this.concurrency + this.prefetch - this.inFlight.size - this.requested);
+      const room = Math.min(this.batchSize, cap - this.inFlight.size - this.requested);
       // Slots idle with nothing buffered or coming: claim whatever fits now. Otherwise wait until half a
       // claim's worth of room is free, so slots freeing one by one never turn into one-job claims.
       const starving = this.buffer.length === 0 && this.active < this.concurrency && this.claimsInFlight === 0;
@@ -539,12 +546,24 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await Promise.all([...this.claiming]);
   }
 
+  /**
+   * Jobs to hold beyond the slots: enough for the handlers to stay busy for two claim round trips
+   * (at the measured speeds), at most `prefetch`. Before any handler has finished: `concurrency`.
+   */
+  private prefetchTarget(): number {
+    if (this.prefetch === 0) return 0;
+    if (this.handlerMs === undefined) return Math.min(this.prefetch, this.concurrency);
+    const perJobMs = Math.max(this.handlerMs, 0.01);
+    return Math.min(this.prefetch, Math.ceil((2 * this.claimMs * this.concurrency) / perJobMs));
+  }
+
   private async claim(limit: number): Promise<Running[]> {
     const sql = this.client.sql.jobClaimBatch;
     const startedAt = performance.now();
     const { rows } = await this.pool.query(
       this.client.statement(sql, [this.queues, limit, this.id, this.lockTimeoutMs]),
     );
+    this.claimMs = 0.8 * this.claimMs + 0.2 * (performance.now() - startedAt);
     if (rows.length === 0) return [];
     const durationMs = performance.now() - startedAt;
     const trace = claimSpan(startedAt, this.queues, rows.length);
@@ -670,6 +689,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
     }
     this.inFlight.delete(job.id);
+    const tookMs = performance.now() - running.startedAt;
+    this.handlerMs = this.handlerMs === undefined ? tookMs : 0.8 * this.handlerMs + 0.2 * tookMs;
     if (running.detached) {
       outcome =
         controller.signal.reason instanceof SkipqError && controller.signal.reason.code === "SKIPQ_LEASE_LOST"

@@ -32,19 +32,20 @@ test("a worker holds at most concurrency + prefetch leases, and runs at most con
   const release = gate();
   let maxRunning = 0;
   let running = 0;
-  worker = t.skipq.worker({ concurrency: 2, prefetch: 3, pollInterval: "50ms" }).register("block", async () => {
+  worker = t.skipq.worker({ concurrency: 4, prefetch: 3, pollInterval: "50ms" }).register("block", async () => {
     running++;
     maxRunning = Math.max(maxRunning, running);
     await release.wait;
     running--;
   });
   await worker.start();
-  await until("two handlers running and the buffer full", () => worker?.running === 2 && worker.buffered === 3);
+  // Before any handler has finished, the buffer's target is min(prefetch, concurrency) = 3.
+  await until("four handlers running and the buffer full", () => worker?.running === 4 && worker.buffered === 3);
   const held = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE status = 'running'`);
-  expect(held.rows[0].n).toBe(5);
+  expect(held.rows[0].n).toBe(7);
   release.open();
   await until("all completed", async () => (await statusCounts(t as TestQueue)).completed === 50);
-  expect(maxRunning).toBe(2);
+  expect(maxRunning).toBe(4);
 });
 
 test("prefetched jobs start in claim order, so priority order holds within what was claimed", async () => {
@@ -60,26 +61,43 @@ test("prefetched jobs start in claim order, so priority order holds within what 
   expect(started).toEqual([...priorities].sort((a, b) => b - a));
 });
 
+test("slow handlers get next to no prefetch: the buffer holds about two claim round trips of work", async () => {
+  t = await testQueue("prefetch-adaptive");
+  await t.skipq.enqueueMany(Array.from({ length: 12 }, (_, i) => ({ job: "slow", payload: { i } })));
+  let maxBuffered = 0;
+  let done = 0;
+  const w = t.skipq.worker({ concurrency: 1, prefetch: 50 }).register("slow", async () => {
+    maxBuffered = Math.max(maxBuffered, w.buffered);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the slow work itself, not synchronisation
+    done++;
+  });
+  worker = w;
+  await w.start();
+  await until("all run", () => done === 12, 30_000);
+  // Before any handler finished the target is `concurrency` (1); at 100 ms per job it stays ~1.
+  expect(maxBuffered).toBeLessThanOrEqual(2);
+});
+
 test("at stop, buffered jobs go back to pending without consuming an attempt", async () => {
   t = await testQueue("prefetch-release");
   await t.skipq.enqueueMany(Array.from({ length: 20 }, (_, i) => ({ job: "slow", payload: { i } })));
   const release = gate();
-  const w = t.skipq.worker({ concurrency: 1, prefetch: 5, shutdownTimeout: "10s" }).register("slow", async () => {
+  const w = t.skipq.worker({ concurrency: 5, prefetch: 5, shutdownTimeout: "10s" }).register("slow", async () => {
     await release.wait;
   });
   await w.start();
-  await until("buffer full", () => w.running === 1 && w.buffered === 5);
+  await until("buffer full", () => w.running === 5 && w.buffered === 5);
   const stopping = w.stop();
-  // The buffered jobs are released at once, while the running one may still finish.
-  await until("buffered jobs released", async () => (await statusCounts(t as TestQueue)).pending === 19);
+  // The buffered jobs are released at once, while the running ones may still finish.
+  await until("buffered jobs released", async () => (await statusCounts(t as TestQueue)).pending === 15);
   release.open();
   await stopping;
   const { rows } = await t.db.query(
     `SELECT status, attempts, count(*)::int AS n FROM "${t.schema}".jobs GROUP BY 1, 2 ORDER BY 1`,
   );
   expect(rows).toEqual([
-    { status: "completed", attempts: 1, n: 1 },
-    { status: "pending", attempts: 0, n: 19 },
+    { status: "completed", attempts: 1, n: 5 },
+    { status: "pending", attempts: 0, n: 15 },
   ]);
 });
 

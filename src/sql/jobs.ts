@@ -120,7 +120,7 @@ export function jobStatements(schema: string, tag: string) {
      */
     queueNotifyAfterCommit: s(
       "queueNotifyAfterCommit",
-      "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, q) FROM unnest($2::text[]) AS q",
+      "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, q)::text FROM unnest($2::text[]) AS q",
     ),
 
     /** The existing job for an idempotency key (after jobInsert inserted nothing). */
@@ -141,6 +141,18 @@ export function jobStatements(schema: string, tag: string) {
         ORDER BY r.i
        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING id, queue, idempotency_key`,
+    ),
+
+    /** jobInsertMany for rows without idempotency keys: no ON CONFLICT, so no speculative insertion per row. */
+    jobInsertManyKeyless: s(
+      "jobInsertManyKeyless",
+      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, headers)
+       SELECT r.queue, r.kind, r.payload, r.priority, r.max_attempts,
+              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.headers
+         FROM jsonb_to_recordset($1::jsonb) AS r(i int, queue text, kind text, payload jsonb, priority smallint,
+              max_attempts int, run_at timestamptz, delay_ms float8, headers jsonb)
+        ORDER BY r.i
+       RETURNING id`,
     ),
 
     /** Wake workers of these queues (on commit). ::text because some drivers (Prisma) cannot read a void column. */
