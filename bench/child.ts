@@ -39,8 +39,10 @@ process.on("message", async (message: { type: string }) => {
   clearInterval(reporter);
   await worker?.stop();
   await close?.();
-  send({ type: "stopped", n: count, maxRssKb: process.resourceUsage().maxRSS });
-  process.disconnect?.();
+  // Exit explicitly once the parent has the figures: some libraries keep timers alive after stop.
+  process.send?.({ type: "stopped", n: count, maxRssKb: process.resourceUsage().maxRSS }, undefined, {}, () =>
+    process.exit(0),
+  );
 });
 
 send({ type: "ready" });

@@ -108,7 +108,7 @@ export interface WorkerOptions {
   listen?: boolean;
   /** Connection string for the LISTEN connection, e.g. a direct one when the pool goes through PgBouncer. Default: the client's. */
   listenConnectionString?: string;
-  /** A pg pool for the worker's bookkeeping; must fit claim + outcomes + heartbeat + maintenance + one per handler. Default: skipq creates a pool of 4. */
+  /** A pg pool for the worker's bookkeeping; must fit claim + outcomes + heartbeat + maintenance + one per handler. Default: skipq creates a pool of 5 (a second claim connection, so two claims can be in flight). */
   pool?: pg.Pool;
   /** Identifies this worker in locked_by. Default host:pid:random. */
   workerId?: string;

@@ -72,7 +72,8 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       return {
         async stop() {
           await worker.stop({ graceful: true, wait: true, close: true, timeout: 10_000 });
-          await pool?.end();
+          // pg-boss may still finish a completion on a pool it does not own: end ours a little later.
+          if (pool) setTimeout(() => void pool.end().catch(() => undefined), 5_000).unref();
         },
       };
     },
