@@ -280,6 +280,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly maxClaims: number;
   private claimFailures = 0;
   private sawEmpty = false;
+  /** Notifications received; a claim that came back short idles only if none arrived while it ran. */
+  private notifications = 0;
   /** Moving averages of handler duration and claim round trip (ms), for the prefetch target. */
   private handlerMs: number | undefined;
   private claimMs = 1;
@@ -375,7 +377,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
         channel: client.channel,
         logger: this.logger,
         onNotify: (queue) => {
-          if (this.queueSet.has(queue)) this.wakeup.wake();
+          if (!this.queueSet.has(queue)) return;
+          this.notifications++;
+          this.wakeup.wake();
         },
         onConnectionChange: (connected) => this.emit("listener", connected),
       });
@@ -517,11 +521,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
       this.claimsInFlight++;
       this.requested += room;
+      const notificationsBefore = this.notifications;
       const claiming: Promise<void> = this.claim(room)
         .then(
           (claimed) => {
             this.claimFailures = 0;
-            if (claimed.length < room) this.sawEmpty = true;
+            // A notification during the claim may announce a job its snapshot missed: claim again, don't idle.
+            if (claimed.length < room && this.notifications === notificationsBefore) this.sawEmpty = true;
             this.startBuffered();
           },
           (error) => {
@@ -792,18 +798,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const settlements = this.settlements.splice(0, this.outcomeBatchSize);
     for (let attempt = 1; ; attempt++) {
       try {
-        if (completions.length > 0) {
-          const sql = this.client.sql.jobCompleteMany;
-          const { rows } = await this.pool.query(
-            this.client.statement(sql, [completions.map((c) => c[0]), completions.map((c) => c[1])]),
-          );
-          this.stats.completed += rows.length;
-          this.noteStale(
-            completions.map((c) => c[0]),
-            rows,
-          );
-          completions.length = 0;
-        }
+        // Settlements first: a job that failed before another completed is recorded before it.
         if (settlements.length > 0) {
           const sql = this.client.sql.jobSettleMany;
           const { rows } = await this.pool.query(
@@ -820,6 +815,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
             settlements.map((s) => s.id),
             rows,
           );
+          settlements.length = 0;
+        }
+        if (completions.length > 0) {
+          const sql = this.client.sql.jobCompleteMany;
+          const { rows } = await this.pool.query(
+            this.client.statement(sql, [completions.map((c) => c[0]), completions.map((c) => c[1])]),
+          );
+          this.stats.completed += rows.length;
+          this.noteStale(
+            completions.map((c) => c[0]),
+            rows,
+          );
+          completions.length = 0;
         }
         return;
       } catch (error) {
