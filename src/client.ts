@@ -9,6 +9,7 @@ import { ValidationError } from "./errors.js";
 import { type JobDefinition, type PayloadOf, validatePayload } from "./job.js";
 import { defaultLogger, type Logger } from "./logger.js";
 import { type MigrateResult, migrate } from "./migrate.js";
+import { Notifier } from "./notifier.js";
 import { createPool } from "./pool.js";
 import { type JobStatements, jobStatements, type Statement } from "./sql/jobs.js";
 import { enqueueSpan, type TraceHeaders, withTraceContext } from "./telemetry.js";
@@ -91,7 +92,15 @@ interface Row {
   headers: string | null;
 }
 
+interface PendingSingle {
+  row: Row;
+  resolve: (result: EnqueueResult) => void;
+  reject: (error: unknown) => void;
+}
+
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+/** Single-enqueue statements in flight per client; calls made meanwhile are sent together in the next. */
+const MAX_SINGLE_STATEMENTS = 2;
 const BULK_CHUNK = 5000;
 
 export class Skipq {
@@ -107,7 +116,11 @@ export class Skipq {
   readonly logger: Logger;
   /** @internal */
   readonly sql: JobStatements;
+  /** @internal Wakes workers after enqueues that committed on skipq's own pool (coalesced NOTIFY). */
+  readonly notifier: Notifier;
   private readonly ownsPool: boolean;
+  private readonly singles: PendingSingle[] = [];
+  private singlesInFlight = 0;
 
   constructor(options: SkipqOptions = {}) {
     this.schema = assertSchema(options.schema ?? "skipq");
@@ -135,6 +148,11 @@ export class Skipq {
       this.pool = createPool(this.connectionString, options.poolSize ?? 10, this.logger, "skipq");
       this.ownsPool = true;
     }
+    this.notifier = new Notifier(
+      this.pool,
+      (queues) => this.statement(this.sql.queueNotifyAfterCommit, [this.channel, queues]),
+      this.logger,
+    );
   }
 
   /** Applies pending migrations; safe from many processes at once. */
@@ -142,9 +160,85 @@ export class Skipq {
     return migrate(this.pool, this.schema);
   }
 
-  /** Enqueue one job. */
-  enqueue<J extends JobRef<unknown>>(job: J, payload: PayloadOf<J>, options?: EnqueueOptions): Promise<EnqueueResult> {
-    return this.enqueueTx(this.pool, job, payload, options);
+  /**
+   * Enqueue one job. It commits on its own before this resolves. Concurrent calls share statements: while
+   * `MAX_SINGLE_STATEMENTS` inserts are in flight, new calls wait and go together in the next one (a lone
+   * call goes at once). Workers are woken right after the commit by the coalescing notifier.
+   */
+  enqueue<J extends JobRef<unknown>>(
+    job: J,
+    payload: PayloadOf<J>,
+    options: EnqueueOptions = {},
+  ): Promise<EnqueueResult> {
+    return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
+      const row = await this.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
+      const result = await new Promise<EnqueueResult>((resolve, reject) => {
+        this.singles.push({ row, resolve, reject });
+        this.sendSingles();
+      });
+      span.setAttribute("messaging.message.id", result.id);
+      return result;
+    });
+  }
+
+  private sendSingles(): void {
+    while (this.singlesInFlight < MAX_SINGLE_STATEMENTS && this.singles.length > 0) {
+      const batch = this.singles.splice(0, BULK_CHUNK);
+      this.singlesInFlight++;
+      this.insertSingles(batch).finally(() => {
+        this.singlesInFlight--;
+        this.sendSingles();
+      });
+    }
+  }
+
+  private async insertSingles(batch: PendingSingle[]): Promise<void> {
+    if (batch.length > 1) {
+      try {
+        const results = await this.insertRows(
+          this.pool,
+          batch.map((b, i) => ({ ...b.row, i })),
+          false,
+        );
+        for (const [i, b] of batch.entries()) b.resolve(results[i] as EnqueueResult);
+        return;
+      } catch {
+        // One statement for all failed: retry each alone, so a failure reaches only its own caller.
+      }
+    }
+    await Promise.all(
+      batch.map(async (b) => {
+        try {
+          b.resolve(await this.insertQuiet(b.row));
+        } catch (error) {
+          b.reject(error);
+        }
+      }),
+    );
+  }
+
+  private async insertQuiet(row: Row): Promise<EnqueueResult> {
+    const { rows } = await this.pool.query(
+      this.statement(this.sql.jobInsertQuiet, [
+        row.queue,
+        row.kind,
+        row.payload,
+        row.priority,
+        row.maxAttempts,
+        row.runAt,
+        row.delayMs,
+        row.key,
+        row.headers,
+      ]),
+    );
+    if (rows[0]) {
+      if (rows[0].due) this.notifier.nudge(row.queue);
+      return { id: rows[0].id, created: true };
+    }
+    const existing = await this.pool.query(this.statement(this.sql.jobFindByKey, [row.queue, row.key]));
+    // The conflicting job was deleted between the two statements (pruned); try once more.
+    if (!existing.rows[0]) return this.insertQuiet(row);
+    return { id: existing.rows[0].id, created: false };
   }
 
   /** Enqueue one job inside the caller's transaction: it exists if and only if that transaction commits. */
@@ -201,12 +295,13 @@ export class Skipq {
 
   private async insertMany(items: ReadonlyArray<BulkItem>, traceHeaders: TraceHeaders): Promise<EnqueueResult[]> {
     const rows = await this.prepareMany(items, traceHeaders);
-    if (rows.length <= BULK_CHUNK) return this.insertRows(this.pool, rows);
+    if (rows.length <= BULK_CHUNK) return this.insertRows(this.pool, rows, false);
     const client = await this.pool.connect();
     try {
       await client.query("BEGIN");
-      const results = await this.insertRows(client, rows);
+      const results = await this.insertRows(client, rows, false);
       await client.query("COMMIT");
+      for (const queue of dueQueues(rows)) this.notifier.nudge(queue);
       return results;
     } catch (error) {
       await client.query("ROLLBACK").catch(() => undefined);
@@ -219,7 +314,7 @@ export class Skipq {
   /** `enqueueMany` inside the caller's transaction. */
   enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
     return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) =>
-      this.insertRows(tx, await this.prepareMany(items, traceHeaders)),
+      this.insertRows(tx, await this.prepareMany(items, traceHeaders), true),
     );
   }
 
@@ -230,6 +325,7 @@ export class Skipq {
 
   /** Ends the pool if skipq created it. */
   async close(): Promise<void> {
+    await this.notifier.idle();
     if (this.ownsPool) await this.pool.end();
   }
 
@@ -250,7 +346,11 @@ export class Skipq {
     return rows;
   }
 
-  private async insertRows(tx: Queryable, rows: Row[]): Promise<EnqueueResult[]> {
+  /**
+   * Inserts rows in chunks. `notifyInTx`: NOTIFY inside `tx` (it fires when the caller commits);
+   * otherwise the caller nudges the notifier after its own commit (a single chunk on the pool commits here).
+   */
+  private async insertRows(tx: Queryable, rows: Row[], notifyInTx: boolean): Promise<EnqueueResult[]> {
     const results: EnqueueResult[] = new Array(rows.length);
     const queues = new Set<string>();
     for (let start = 0; start < rows.length; start += BULK_CHUNK) {
@@ -261,13 +361,18 @@ export class Skipq {
             `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"}}`,
         )
         .join(",")}]`;
-      const { rows: inserted } = await tx.query(this.statement(this.sql.jobInsertMany, [json]));
+      // Without idempotency keys there is nothing to conflict on: the plain INSERT skips the speculative
+      // insertion ON CONFLICT costs for every row.
+      const keyed = chunk.some((r) => r.key !== null);
+      const { rows: inserted } = await tx.query(
+        this.statement(keyed ? this.sql.jobInsertMany : this.sql.jobInsertManyKeyless, [json]),
+      );
       // Identity ids follow input order (ORDER BY i), so the n-th keyless input owns the n-th keyless id.
       const keyless: string[] = [];
       const byKey = new Map<string, string>();
       inserted.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
       for (const r of inserted) {
-        if (r.idempotency_key === null) keyless.push(r.id);
+        if (r.idempotency_key == null) keyless.push(r.id);
         else byKey.set(`${r.queue}\u0000${r.idempotency_key}`, r.id);
       }
       let next = 0;
@@ -291,7 +396,11 @@ export class Skipq {
         }
       }
     }
-    if (queues.size > 0) await tx.query(this.statement(this.sql.queueNotify, [this.channel, [...queues]]));
+    if (queues.size > 0 && notifyInTx) {
+      await tx.query(this.statement(this.sql.queueNotify, [this.channel, [...queues]]));
+    } else if (tx === this.pool) {
+      for (const queue of queues) this.notifier.nudge(queue);
+    }
     return results;
   }
 
@@ -345,6 +454,13 @@ export class Skipq {
       headers,
     };
   }
+}
+
+/** Queues with a job runnable now (the ones whose workers a NOTIFY should wake). */
+function dueQueues(rows: Row[]): Set<string> {
+  const queues = new Set<string>();
+  for (const r of rows) if (r.runAt === null && r.delayMs === 0) queues.add(r.queue);
+  return queues;
 }
 
 function encodeHeaders(headers: Record<string, string>): string {

@@ -1,9 +1,14 @@
 /**
  * The worker: claims jobs in batches, runs their handlers with bounded
  * concurrency, and records outcomes in batched, lease-fenced statements.
+ * Claimed jobs wait in a small local buffer so a claim is in flight while
+ * handlers run; the buffer holds about two claim round trips' worth of work at
+ * the measured handler speed (at most `prefetch`), and starts jobs in claim order.
  *
  * Invariants: a claim is committed before its handlers start; at most
- * `concurrency` handlers run at once; every outcome, heartbeat and release
+ * `concurrency` handlers run at once; at most `concurrency + prefetch` leases
+ * are held; a buffered job is heartbeated like a running one and released (its
+ * attempt not consumed) at stop; every outcome, heartbeat and release
  * presents the job's lease, so a worker that lost its lease changes nothing;
  * a handler's error, rejection or non-Error throw never escapes into the
  * process. It never holds a transaction open while a handler runs.
@@ -73,8 +78,19 @@ export interface WorkerOptions {
   queues?: string[];
   /** Handlers running at once. Default 10. */
   concurrency?: number;
-  /** Most jobs taken per claim; a claim never takes more than the free slots. Default: concurrency (at most 1000). */
+  /**
+   * Most jobs taken per claim; a claim never takes more than the free slots plus the free prefetch room.
+   * Default: concurrency + prefetch (at most 1000).
+   */
   batchSize?: number;
+  /**
+   * Most jobs claimed ahead of free slots and held (leased, heartbeated) in a local buffer, so the next claim
+   * overlaps running handlers and each claim commits more jobs. The worker buffers only about two claim
+   * round trips' worth of work at its measured handler speed: fast handlers get up to this many, slow ones
+   * next to none. A job enqueued later with a higher priority waits behind at most this many. 0 claims only
+   * for free slots. Default 200.
+   */
+  prefetch?: number;
   /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. Default "30s". */
   lockTimeout?: Duration;
   /** How often running jobs' leases are extended. Default lockTimeout / 3. */
@@ -97,7 +113,7 @@ export interface WorkerOptions {
   listen?: boolean;
   /** Connection string for the LISTEN connection, e.g. a direct one when the pool goes through PgBouncer. Default: the client's. */
   listenConnectionString?: string;
-  /** A pg pool for the worker's bookkeeping; must fit claim + outcomes + heartbeat + maintenance + one per handler. Default: skipq creates a pool of 4. */
+  /** A pg pool for the worker's bookkeeping; must fit claim + outcomes + heartbeat + maintenance + one per handler. Default: skipq creates a pool of 5 (a second claim connection, so two claims can be in flight). */
   pool?: pg.Pool;
   /** Identifies this worker in locked_by. Default host:pid:random. */
   workerId?: string;
@@ -151,7 +167,11 @@ interface Running {
   trace: TraceContext | undefined;
   /** Set when the outcome must not be written: lease lost, or released at shutdown. */
   detached: boolean;
+  /** False while the job waits in the prefetch buffer. */
+  started: boolean;
+  /** Resolves when the job is settled: its handler ended, or it left the buffer without running. */
   done: Promise<void>;
+  settle: () => void;
 }
 
 interface Settlement {
@@ -244,6 +264,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   readonly queues: readonly string[];
   readonly concurrency: number;
   readonly batchSize: number;
+  readonly prefetch: number;
   readonly stats: WorkerStats = { claimed: 0, completed: 0, failed: 0, staleOutcomes: 0, leasesLost: 0, released: 0 };
   /** The LISTEN connection, when enabled (tests terminate it). */
   readonly listener: Listener | undefined;
@@ -252,7 +273,23 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly presence: Presence | undefined;
 
   private readonly handlers = new Map<string, { definition?: JobDefinition<unknown>; handler: Handler<never> }>();
+  /** Every job whose lease this worker holds: running, or waiting in `buffer`. */
   private readonly inFlight = new Map<string, Running>();
+  /** Claimed jobs not started yet, in claim order. */
+  private readonly buffer: Running[] = [];
+  private active = 0;
+  /** Claims in flight, the jobs they asked for, and how many may be in flight at once. */
+  private readonly claiming = new Set<Promise<void>>();
+  private claimsInFlight = 0;
+  private requested = 0;
+  private readonly maxClaims: number;
+  private claimFailures = 0;
+  private sawEmpty = false;
+  /** Notifications received; a claim that came back short idles only if none arrived while it ran. */
+  private notifications = 0;
+  /** Moving averages of handler duration and claim round trip (ms), for the prefetch target. */
+  private handlerMs: number | undefined;
+  private claimMs = 1;
   private readonly lockTimeoutMs: number;
   private readonly heartbeatMs: number;
   private readonly pollMs: number;
@@ -284,7 +321,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.queues.length === 0) throw new SkipqError("SKIPQ_INVALID_ARGUMENT", "queues must name at least one queue");
     this.queueSet = new Set(this.queues);
     this.concurrency = assertInt("concurrency", options.concurrency ?? 10, 1, 10_000);
-    this.batchSize = assertInt("batchSize", options.batchSize ?? Math.min(this.concurrency, 1000), 1, 1000);
+    this.prefetch = assertInt("prefetch", options.prefetch ?? 200, 0, 10_000);
+    this.batchSize = assertInt(
+      "batchSize",
+      options.batchSize ?? Math.min(this.concurrency + this.prefetch, 1000),
+      1,
+      1000,
+    );
     this.lockTimeoutMs = toMs("lockTimeout", options.lockTimeout ?? "30s", { allowZero: false });
     this.heartbeatMs = toMs("heartbeatInterval", options.heartbeatInterval ?? this.lockTimeoutMs / 3, {
       allowZero: false,
@@ -306,6 +349,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.logger = childLogger(client.logger, { worker: this.id });
 
     const reserved = 4; // claim, outcomes, heartbeat, maintenance
+    // A pool of our own gets a second claim connection, so two claims can be in flight (their commits
+    // share WAL flushes). A borrowed pool keeps one claim at a time, within the size we checked.
+    this.maxClaims = options.pool || !client.connectionString ? 1 : 2;
     if (options.pool) {
       const max = (options.pool as pg.Pool & { options: { max: number } }).options.max;
       const needed = reserved + this.concurrency;
@@ -319,7 +365,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.pool = options.pool;
       this.ownsPool = false;
     } else if (client.connectionString) {
-      this.pool = createPool(client.connectionString, reserved, this.logger, "skipq-worker");
+      this.pool = createPool(client.connectionString, reserved + 1, this.logger, "skipq-worker");
       this.ownsPool = true;
     } else {
       const max = (client.pool as pg.Pool & { options: { max: number } }).options.max;
@@ -336,7 +382,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
         channel: client.channel,
         logger: this.logger,
         onNotify: (queue) => {
-          if (this.queueSet.has(queue)) this.wakeup.wake();
+          if (!this.queueSet.has(queue)) return;
+          this.notifications++;
+          this.wakeup.wake();
         },
         onConnectionChange: (connected) => this.emit("listener", connected),
       });
@@ -389,7 +437,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Jobs whose handlers are running now. */
   get running(): number {
-    return this.inFlight.size;
+    return this.active;
+  }
+
+  /** Claimed jobs waiting in the prefetch buffer. */
+  get buffered(): number {
+    return this.buffer.length;
   }
 
   /** Starts claiming. Idempotent; resolves once the worker is running (the listener may still be connecting). */
@@ -454,37 +507,79 @@ export class Worker extends EventEmitter<WorkerEvents> {
    */
   async runOnce(): Promise<number> {
     const jobs = await this.claim(this.batchSize);
+    this.startBuffered();
     await Promise.all(jobs.map((running) => running.done));
     await this.flush();
     return jobs.length;
   }
 
+  /**
+   * Keeps up to `maxClaims` claims in flight while there is room for half a claim's worth of jobs:
+   * with handlers that finish fast, a claim (one commit) is always on the way while the last batch runs.
+   */
   private async fetchLoop(): Promise<void> {
-    let failures = 0;
     while (this.state === "running") {
-      const free = this.concurrency - this.inFlight.size;
-      if (free <= 0) {
-        await this.wakeup.wait(this.pollMs);
-        continue;
-      }
-      let claimed: Running[];
-      try {
-        claimed = await this.claim(Math.min(this.batchSize, free));
-        failures = 0;
-      } catch (error) {
-        failures++;
-        this.emit("warning", error, "claim");
-        if (failures === 1 || failures % 20 === 0) {
-          this.logger.warn({ err: error, failures }, "skipq: claim failed; retrying with backoff");
-        }
-        await this.wakeup.wait(Math.min(5000, 50 * 2 ** Math.min(failures, 10)) * (0.5 + Math.random() / 2));
-        continue;
-      }
-      if (claimed.length < Math.min(this.batchSize, free)) {
+      const cap = this.concurrency + this.prefetchTarget();
+      const fullClaim = Math.min(this.batchSize, cap);
+      if (this.claimFailures > 0 && this.claimsInFlight === 0) {
+        await this.wakeup.wait(Math.min(5000, 50 * 2 ** Math.min(this.claimFailures, 10)) * (0.5 + Math.random() / 2));
+      } else if (this.sawEmpty && this.claimsInFlight === 0) {
+        this.sawEmpty = false;
         if (this.inFlight.size === 0) this.emit("idle");
         await this.wakeup.wait(this.pollMs);
+        continue;
       }
+      if (this.state !== "running") break;
+      const room = Math.min(this.batchSize, cap - this.inFlight.size - this.requested);
+      // Slots idle with nothing buffered or coming: claim whatever fits now. Otherwise wait until half a
+      // claim's worth of room is free, so slots freeing one by one never turn into one-job claims.
+      const starving = this.buffer.length === 0 && this.active < this.concurrency && this.claimsInFlight === 0;
+      if (this.claimsInFlight >= this.maxClaims || room <= 0 || (!starving && room < Math.ceil(fullClaim / 2))) {
+        await this.wakeup.wait(this.pollMs);
+        continue;
+      }
+      this.claimsInFlight++;
+      this.requested += room;
+      const notificationsBefore = this.notifications;
+      const claiming: Promise<void> = this.claim(room)
+        .then(
+          (claimed) => {
+            this.claimFailures = 0;
+            // A notification during the claim may announce a job its snapshot missed: claim again, don't idle.
+            if (claimed.length < room && this.notifications === notificationsBefore) this.sawEmpty = true;
+            this.startBuffered();
+          },
+          (error) => {
+            this.claimFailures++;
+            this.emit("warning", error, "claim");
+            if (this.claimFailures === 1 || this.claimFailures % 20 === 0) {
+              this.logger.warn(
+                { err: error, failures: this.claimFailures },
+                "skipq: claim failed; retrying with backoff",
+              );
+            }
+          },
+        )
+        .finally(() => {
+          this.claimsInFlight--;
+          this.requested -= room;
+          this.claiming.delete(claiming);
+          this.wakeup.wake();
+        });
+      this.claiming.add(claiming);
     }
+    await Promise.all([...this.claiming]);
+  }
+
+  /**
+   * Jobs to hold beyond the slots: enough for the handlers to stay busy for two claim round trips
+   * (at the measured speeds), at most `prefetch`. Before any handler has finished: `concurrency`.
+   */
+  private prefetchTarget(): number {
+    if (this.prefetch === 0) return 0;
+    if (this.handlerMs === undefined) return Math.min(this.prefetch, this.concurrency);
+    const perJobMs = Math.max(this.handlerMs, 0.01);
+    return Math.min(this.prefetch, Math.ceil((2 * this.claimMs * this.concurrency) / perJobMs));
   }
 
   private async claim(limit: number): Promise<Running[]> {
@@ -493,6 +588,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const { rows } = await this.pool.query(
       this.client.statement(sql, [this.queues, limit, this.id, this.lockTimeoutMs]),
     );
+    this.claimMs = 0.8 * this.claimMs + 0.2 * (performance.now() - startedAt);
     if (rows.length === 0) return [];
     const durationMs = performance.now() - startedAt;
     const trace = claimSpan(startedAt, this.queues, rows.length);
@@ -512,6 +608,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
         headers: row.headers ?? {},
         lease: row.lease,
       };
+      let settle: () => void = () => undefined;
+      const done = new Promise<void>((resolve) => {
+        settle = resolve;
+      });
       const running: Running = {
         job,
         lease: row.lease,
@@ -519,7 +619,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
         startedAt: 0,
         trace,
         detached: false,
-        done: Promise.resolve(),
+        started: false,
+        done,
+        settle,
       };
       this.inFlight.set(job.id, running);
       jobs.push(running);
@@ -530,8 +632,30 @@ export class Worker extends EventEmitter<WorkerEvents> {
       { durationMs, claimedAt: rows[0].locked_at },
     );
     if (this.options.hooks?.afterClaimCommit) await this.options.hooks.afterClaimCommit(jobs.map((r) => r.job));
-    for (const running of jobs) running.done = this.execute(running);
+    this.buffer.push(...jobs);
     return jobs;
+  }
+
+  /** Starts buffered jobs, in claim order, while slots are free; none once stopping (shutdown releases them). */
+  private startBuffered(): void {
+    while (this.active < this.concurrency && this.buffer.length > 0) {
+      if (this.state === "stopping" || this.state === "stopped") return;
+      const running = this.buffer.shift() as Running;
+      if (running.detached) {
+        // Its lease was lost while it waited: nothing ran, nothing to record.
+        this.inFlight.delete(running.job.id);
+        running.settle();
+        continue;
+      }
+      running.started = true;
+      this.active++;
+      void this.execute(running).finally(() => {
+        this.active--;
+        running.settle();
+        this.startBuffered();
+        this.wakeup.wake();
+      });
+    }
   }
 
   private async execute(running: Running): Promise<void> {
@@ -591,6 +715,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
     }
     this.inFlight.delete(job.id);
+    const tookMs = performance.now() - running.startedAt;
+    this.handlerMs = this.handlerMs === undefined ? tookMs : 0.8 * this.handlerMs + 0.2 * tookMs;
     if (running.detached) {
       outcome =
         controller.signal.reason instanceof SkipqError && controller.signal.reason.code === "SKIPQ_LEASE_LOST"
@@ -601,7 +727,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     endExecuteSpan(span, outcome, failure);
     this.emit("jobEnd", job, outcome, performance.now() - running.startedAt, failure);
-    this.wakeup.wake();
   }
 
   private classify(error: unknown, signal: AbortSignal): Outcome {
@@ -693,18 +818,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const settlements = this.settlements.splice(0, this.outcomeBatchSize);
     for (let attempt = 1; ; attempt++) {
       try {
-        if (completions.length > 0) {
-          const sql = this.client.sql.jobCompleteMany;
-          const { rows } = await this.pool.query(
-            this.client.statement(sql, [completions.map((c) => c[0]), completions.map((c) => c[1])]),
-          );
-          this.stats.completed += rows.length;
-          this.noteStale(
-            completions.map((c) => c[0]),
-            rows,
-          );
-          completions.length = 0;
-        }
+        // Settlements first: a job that failed before another completed is recorded before it.
         if (settlements.length > 0) {
           const sql = this.client.sql.jobSettleMany;
           const { rows } = await this.pool.query(
@@ -721,6 +835,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
             settlements.map((s) => s.id),
             rows,
           );
+          settlements.length = 0;
+        }
+        if (completions.length > 0) {
+          const sql = this.client.sql.jobCompleteMany;
+          const { rows } = await this.pool.query(
+            this.client.statement(sql, [completions.map((c) => c[0]), completions.map((c) => c[1])]),
+          );
+          this.stats.completed += rows.length;
+          this.noteStale(
+            completions.map((c) => c[0]),
+            rows,
+          );
+          completions.length = 0;
         }
         return;
       } catch (error) {
@@ -793,6 +920,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async shutdown(): Promise<void> {
     await this.loop;
+    // Buffered jobs never started: hand them back at once, their attempt not consumed.
+    for (const running of this.buffer.splice(0)) {
+      running.detached = true;
+      this.inFlight.delete(running.job.id);
+      this.record(running, "released", undefined);
+      running.settle();
+    }
     await this.reaper?.stop();
     const hard = new Promise<void>((resolve) => {
       this.hardStop = resolve;

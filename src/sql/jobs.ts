@@ -99,6 +99,30 @@ export function jobStatements(schema: string, tag: string) {
        SELECT id, CASE WHEN run_at <= now() THEN pg_notify($9, queue)::text END AS notified FROM ins`,
     ),
 
+    /**
+     * Insert one job with no NOTIFY, for enqueues outside a caller's transaction: the client's notifier
+     * wakes workers after the commit instead. A NOTIFY inside the inserting transaction takes the
+     * database-wide notify lock through its commit, WAL flush included, so single enqueues from many
+     * producers would commit one at a time instead of sharing WAL flushes.
+     */
+    jobInsertQuiet: s(
+      "jobInsertQuiet",
+      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers)
+       VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb)
+       ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+       RETURNING id, run_at <= now() AS due`,
+    ),
+
+    /**
+     * The notifier's wake-up for queues whose jobs already committed. Its own transaction commits
+     * asynchronously (synchronous_commit off, local to it): a wake-up lost in a crash costs one poll
+     * interval, and the notify lock is then held for microseconds instead of a WAL flush.
+     */
+    queueNotifyAfterCommit: s(
+      "queueNotifyAfterCommit",
+      "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, q)::text FROM unnest($2::text[]) AS q",
+    ),
+
     /** The existing job for an idempotency key (after jobInsert inserted nothing). */
     jobFindByKey: s("jobFindByKey", `SELECT id FROM ${jobs} WHERE queue = $1 AND idempotency_key = $2`),
 
@@ -117,6 +141,18 @@ export function jobStatements(schema: string, tag: string) {
         ORDER BY r.i
        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING id, queue, idempotency_key`,
+    ),
+
+    /** jobInsertMany for rows without idempotency keys: no ON CONFLICT, so no speculative insertion per row. */
+    jobInsertManyKeyless: s(
+      "jobInsertManyKeyless",
+      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, headers)
+       SELECT r.queue, r.kind, r.payload, r.priority, r.max_attempts,
+              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.headers
+         FROM jsonb_to_recordset($1::jsonb) AS r(i int, queue text, kind text, payload jsonb, priority smallint,
+              max_attempts int, run_at timestamptz, delay_ms float8, headers jsonb)
+        ORDER BY r.i
+       RETURNING id`,
     ),
 
     /** Wake workers of these queues (on commit). ::text because some drivers (Prisma) cannot read a void column. */

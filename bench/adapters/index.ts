@@ -1,0 +1,13 @@
+/** The systems the bench knows, by key: one adapter file each. */
+import type { AdapterFactory } from "../lib.js";
+import { create as bullmq } from "./bullmq.js";
+import { create as graphileWorker } from "./graphile-worker.js";
+import { create as pgBoss } from "./pg-boss.js";
+import { create as skipq } from "./skipq.js";
+
+export const adapters: Record<string, AdapterFactory> = {
+  skipq,
+  "graphile-worker": graphileWorker,
+  "pg-boss": pgBoss,
+  bullmq,
+};

@@ -1,0 +1,71 @@
+/**
+ * skipq's bench adapter: the public API only (enqueueMany, enqueue, worker),
+ * with default settings, in its own schema. Seeding the big table is plain SQL
+ * (the seeds' shape: terminal rows first, runnable ones after).
+ */
+import pg from "pg";
+import { Skipq, silentLogger } from "../../src/index.js";
+import { type AdapterFactory, type SystemAdapter, timedPool } from "../lib.js";
+
+export const create: AdapterFactory = (env, tag): SystemAdapter => {
+  const schema = `bench_skipq_${tag}`;
+  const skipq = new Skipq({ connectionString: env.databaseUrl, schema, logger: silentLogger });
+  const admin = new pg.Pool({ connectionString: env.databaseUrl, max: 2 });
+  admin.on("error", () => undefined);
+  return {
+    name: "skipq",
+    settings: "defaults: batched claims (prefetch) and completions, prepared statements, LISTEN/NOTIFY",
+    async setup() {
+      await skipq.migrate();
+      return null;
+    },
+    async reset() {
+      await admin.query(`TRUNCATE "${schema}".jobs`);
+    },
+    async enqueueBulk(payloads) {
+      await skipq.enqueueMany(payloads.map((payload) => ({ job: "noop", payload })));
+    },
+    async enqueueOne(payload) {
+      await skipq.enqueue("noop", payload);
+    },
+    async startWorker({ concurrency, onJob, onClaim, single }) {
+      const pool = onClaim ? timedPool(env.databaseUrl, 4 + concurrency, /SKIP LOCKED/, onClaim) : undefined;
+      const worker = skipq.worker({
+        concurrency,
+        ...(single ? { batchSize: 1, prefetch: 0 } : {}),
+        ...(pool ? { pool } : {}),
+      });
+      worker.register("noop", (payload) => {
+        onJob(payload as { t?: number; i?: number });
+      });
+      await worker.start();
+      return {
+        async stop() {
+          await worker.stop();
+          await pool?.end();
+        },
+      };
+    },
+    async seedBig(pending, completed) {
+      // Terminal history first, then the runnable tail: the claim index holds only the pending rows.
+      await admin.query(
+        `INSERT INTO "${schema}".jobs (kind, payload, status, completed_at)
+         SELECT 'noop', '{}', 'completed', now() FROM generate_series(1, $1)`,
+        [completed],
+      );
+      await admin.query(
+        `INSERT INTO "${schema}".jobs (kind, payload) SELECT 'noop', '{}' FROM generate_series(1, $1)`,
+        [pending],
+      );
+      await admin.query(`VACUUM ANALYZE "${schema}".jobs`);
+      return `${completed} completed + ${pending} pending rows`;
+    },
+    async teardown() {
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    },
+    async close() {
+      await skipq.close();
+      await admin.end();
+    },
+  };
+};

@@ -1,0 +1,144 @@
+/**
+ * The bench's one small interface: every queue system is an adapter with the
+ * same few verbs (enqueue one, enqueue many, run a worker, seed a big table),
+ * so adding a system is one file under bench/adapters/. Plus the shared
+ * helpers: timing, percentiles, a query-timing pg pool, child-process wiring.
+ * Invariant: a system that cannot run (e.g. no Redis) reports why; the bench
+ * never prints a number it did not measure.
+ */
+import net from "node:net";
+import pg from "pg";
+
+export interface BenchEnv {
+  databaseUrl: string;
+  redisHost: string;
+  redisPort: number;
+}
+
+export interface WorkerHandle {
+  /** Stops the worker; outcomes it buffered are written first. */
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  concurrency: number;
+  /** Called at the start of every job's handler (no-op work). */
+  onJob: (payload: { t?: number; i?: number }) => void;
+  /** Called with the round-trip time (ms) of every claim statement, when the adapter can time them. */
+  onClaim?: (ms: number) => void;
+  /** One job per claim (claim latency scenario). */
+  single?: boolean;
+}
+
+export interface SystemAdapter {
+  readonly name: string;
+  /** The settings used, printed with the results (each system's documented fastest). */
+  readonly settings: string;
+  /** Creates/migrates its schema or queue. Resolves to null when usable, else the reason it is not (e.g. "no Redis"). */
+  setup(): Promise<string | null>;
+  /** Deletes every job (between repetitions). */
+  reset(): Promise<void>;
+  enqueueBulk(payloads: object[]): Promise<void>;
+  enqueueOne(payload: object): Promise<void>;
+  startWorker(options: StartOptions): Promise<WorkerHandle>;
+  /** Fills the table like the seeds' big one: `completed` terminal rows and `pending` runnable ones. Absent: n/a. */
+  seedBig?(pending: number, completed: number): Promise<string>;
+  /** Drops its schema or queue. */
+  teardown(): Promise<void>;
+  /** Closes connections (without dropping anything). */
+  close(): Promise<void>;
+}
+
+export type AdapterFactory = (env: BenchEnv, tag: string) => SystemAdapter;
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  if (sorted.length === 0) return Number.NaN;
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index] as number;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Resolves when `check` is true, or false at the deadline. Polls every `everyMs`. */
+export async function waitFor(check: () => boolean, deadline: number, everyMs = 2): Promise<boolean> {
+  while (!check()) {
+    if (Date.now() > deadline) return false;
+    await sleep(everyMs);
+  }
+  return true;
+}
+
+/** True when a Redis server answers PING at host:port within a second. */
+export function redisAnswers(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.on("error", () => done(false));
+    socket.on("connect", () => socket.write("PING\r\n"));
+    socket.on("data", (data) => done(data.toString().startsWith("+PONG")));
+  });
+}
+
+type Callback = (error: Error | null, result?: unknown) => void;
+
+/**
+ * A pg pool whose clients report the round trip of every statement matching
+ * `pattern` (client-side, so it includes the network and the event loop — the
+ * same for every system measured this way).
+ */
+export function timedPool(
+  connectionString: string,
+  max: number,
+  pattern: RegExp,
+  onMatch: (ms: number) => void,
+): pg.Pool {
+  const pool = new pg.Pool({ connectionString, max });
+  pool.on("error", () => undefined);
+  pool.on("connect", (client) => {
+    const original = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      const first = args[0] as string | { text?: string } | undefined;
+      const text = typeof first === "string" ? first : (first?.text ?? "");
+      if (!pattern.test(text)) return original(...args);
+      const started = performance.now();
+      const last = args[args.length - 1];
+      if (typeof last === "function") {
+        const callback = last as Callback;
+        args[args.length - 1] = (error: Error | null, result?: unknown) => {
+          if (!error) onMatch(performance.now() - started);
+          callback(error, result);
+        };
+        return original(...args);
+      }
+      const result = original(...args) as Promise<unknown> | undefined;
+      if (result && typeof result.then === "function") {
+        result.then(
+          () => onMatch(performance.now() - started),
+          () => undefined,
+        );
+      }
+      return result;
+    };
+  });
+  return pool;
+}
+
+/** `SHOW` a server setting. */
+export async function show(pool: pg.Pool, name: string): Promise<string> {
+  const { rows } = await pool.query(`SHOW ${name}`);
+  return String(Object.values(rows[0] ?? {})[0] ?? "?");
+}

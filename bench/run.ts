@@ -1,0 +1,676 @@
+/**
+ * The bench: skipq against graphile-worker, pg-boss and BullMQ on the same
+ * machine and the same PostgreSQL, in one command, written to bench/RESULTS.md.
+ *
+ *   npm run bench                      # default sizes (issue 4), under 20 minutes
+ *   npm run bench -- --quick           # small sizes, for the CI smoke step (no timing assertions)
+ *   npm run bench -- --systems skipq,graphile-worker --scenarios 3,7 --out /tmp/r.md
+ *
+ * PostgreSQL: DATABASE_URL, else a throwaway embedded server (fsync on).
+ * Invariants: every scenario is time-bounded; a system that cannot run says
+ * why instead of printing a number; every schema it creates is dropped.
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { EmbeddedPostgres } from "../src/internal/embeddedPostgres.js";
+import { adapters } from "./adapters/index.js";
+import { runFloor } from "./floor.js";
+import { type BenchEnv, median, percentile, type SystemAdapter, show, sleep, waitFor } from "./lib.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+interface Args {
+  quick: boolean;
+  systems: string[];
+  scenarios: number[];
+  out: string;
+  reps?: number;
+  keep: boolean;
+}
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = {
+    quick: false,
+    systems: Object.keys(adapters),
+    scenarios: [1, 2, 3, 4, 5, 6, 7, 8],
+    out: path.join(here, "RESULTS.md"),
+    keep: false,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const value = () => {
+      const v = arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : argv[++i];
+      if (v === undefined) throw new Error(`${arg} needs a value`);
+      return v;
+    };
+    if (arg === "--quick") args.quick = true;
+    else if (arg.startsWith("--systems")) args.systems = value().split(",");
+    else if (arg.startsWith("--scenarios")) args.scenarios = value().split(",").map(Number);
+    else if (arg.startsWith("--out")) args.out = path.resolve(value());
+    else if (arg.startsWith("--reps")) args.reps = Number(value());
+    else if (arg === "--keep") args.keep = true;
+    else if (arg === "--help" || arg === "-h") {
+      console.log(
+        "usage: bench/run.ts [--quick] [--systems a,b] [--scenarios 1,2,...] [--reps n] [--keep] [--out file.md]\n  --keep: keep the sections of scenarios not run from the existing output file",
+      );
+      process.exit(0);
+    } else throw new Error(`unknown argument ${arg} (try --help)`);
+  }
+  for (const s of args.systems) {
+    if (!adapters[s]) throw new Error(`unknown system "${s}"; known: ${Object.keys(adapters).join(", ")}`);
+  }
+  return args;
+}
+
+const args = parseArgs(process.argv.slice(2));
+// A peer library's stray rejection must not take the whole run down; it is logged and the run goes on.
+process.on("unhandledRejection", (error) => log(`unhandled rejection (ignored): ${String(error)}`));
+const sizes = args.quick
+  ? {
+      bulk: 2_000,
+      singleMs: 1_000,
+      drain: 2_000,
+      reps: 1,
+      drainLimitMs: 15_000,
+      procs: 2,
+      pickupJobs: 100,
+      claimSamples: 100,
+      bigPending: 2_000,
+      bigCompleted: 18_000,
+      rssJobs: 1_000,
+    }
+  : {
+      bulk: 100_000,
+      singleMs: 5_000,
+      drain: 100_000,
+      reps: 3,
+      drainLimitMs: 12_000,
+      procs: 4,
+      pickupJobs: 1_000,
+      claimSamples: 1_000,
+      bigPending: 200_000,
+      bigCompleted: 1_800_000,
+      rssJobs: 20_000,
+    };
+if (args.reps !== undefined) sizes.reps = args.reps;
+
+type Cell = string;
+interface Table {
+  title: string;
+  note: string;
+  header: string[];
+  rows: Cell[][];
+  /** skipq's ratio to the best peer (> 1 means skipq is better), with the peer named. */
+  ratio?: string;
+}
+const tables: Table[] = [];
+
+const fmt = (n: number, digits = 0) =>
+  Number.isFinite(n)
+    ? n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : "—";
+const ms = (n: number) => fmt(n, n < 10 ? 2 : 1);
+
+function log(message: string): void {
+  console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}`);
+}
+
+/** skipq's figure against the best peer's, for "higher is better" or "lower is better" metrics. */
+function ratioLine(results: Map<string, number>, higherIsBetter: boolean, what: string): string | undefined {
+  const ours = results.get("skipq");
+  if (ours === undefined || !Number.isFinite(ours)) return undefined;
+  let best: [string, number] | undefined;
+  for (const [name, value] of results) {
+    if (name === "skipq" || !Number.isFinite(value)) continue;
+    if (!best || (higherIsBetter ? value > best[1] : value < best[1])) best = [name, value];
+  }
+  if (!best) return undefined;
+  const ratio = higherIsBetter ? ours / best[1] : best[1] / ours;
+  return `skipq vs best peer (${best[0]}) on ${what}: **${ratio.toFixed(2)}×** (> 1 means skipq is better)`;
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  let embedded: EmbeddedPostgres | undefined;
+  let databaseUrl = process.env.DATABASE_URL ?? "";
+  if (!databaseUrl) {
+    embedded = new EmbeddedPostgres();
+    databaseUrl = await embedded.start();
+    log(`started embedded PostgreSQL ${embedded.version} at ${databaseUrl}`);
+  }
+  const env: BenchEnv = { databaseUrl, redisHost: "127.0.0.1", redisPort: 6379 };
+  const tag = Math.random().toString(36).slice(2, 8);
+  const admin = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  admin.on("error", () => undefined);
+  const server = {
+    version: await show(admin, "server_version"),
+    fsync: await show(admin, "fsync"),
+    synchronousCommit: await show(admin, "synchronous_commit"),
+  };
+  log(`PostgreSQL ${server.version}, fsync=${server.fsync}, synchronous_commit=${server.synchronousCommit}`);
+
+  const systems: Array<{ key: string; adapter: SystemAdapter; unavailable: string | null }> = [];
+  for (const key of args.systems) {
+    const adapter = (adapters[key] as (typeof adapters)[string])(env, tag);
+    let unavailable: string | null;
+    try {
+      unavailable = await adapter.setup();
+    } catch (error) {
+      unavailable = `setup failed: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    systems.push({ key, adapter, unavailable });
+    log(`${adapter.name}: ${unavailable ?? "ready"}`);
+  }
+  const drainResults = new Map<number, number>(); // skipq drain jobs/s by concurrency, for the floor
+  /** skipq's drain at one concurrency (median of reps), when scenario 3 did not run in this invocation. */
+  const skipqDrain = async (adapter: SystemAdapter, concurrency: number): Promise<number> => {
+    const rates: number[] = [];
+    for (let rep = 0; rep < sizes.reps; rep++) {
+      await adapter.reset();
+      await adapter.enqueueBulk(Array.from({ length: sizes.drain }, (_, i) => ({ i })));
+      let count = 0;
+      const worker = await adapter.startWorker({ concurrency, onJob: () => void count++ });
+      const before = count;
+      const t0 = performance.now();
+      await waitFor(() => count >= sizes.drain, Date.now() + sizes.drainLimitMs);
+      rates.push((count - before) / ((performance.now() - t0) / 1000));
+      await worker.stop();
+    }
+    await adapter.reset();
+    log(`skipq drain c${concurrency} for the floor: ${fmt(median(rates))} jobs/s`);
+    return median(rates);
+  };
+
+  const scenarios: Record<number, () => Promise<void>> = {
+    1: async () => {
+      const results = new Map<string, number>();
+      const rows: Cell[][] = [];
+      const payloads = Array.from({ length: sizes.bulk }, (_, i) => ({ i }));
+      for (const { adapter, unavailable } of systems) {
+        if (unavailable) {
+          rows.push([adapter.name, unavailable]);
+          continue;
+        }
+        const rates: number[] = [];
+        for (let rep = 0; rep < sizes.reps; rep++) {
+          await adapter.reset();
+          const t0 = performance.now();
+          await adapter.enqueueBulk(payloads);
+          rates.push(sizes.bulk / ((performance.now() - t0) / 1000));
+        }
+        await adapter.reset();
+        results.set(adapter.name, median(rates));
+        rows.push([adapter.name, fmt(median(rates))]);
+        log(`bulk enqueue ${adapter.name}: ${fmt(median(rates))} jobs/s`);
+      }
+      tables.push({
+        title: `1. Bulk enqueue of ${fmt(sizes.bulk)} jobs`,
+        note: `Each system's bulk API, median of ${sizes.reps}.`,
+        header: ["System", "jobs/s"],
+        rows,
+        ratio: ratioLine(results, true, "jobs/s"),
+      });
+    },
+
+    2: async () => {
+      const results = new Map<string, number>();
+      const rows: Cell[][] = [];
+      for (const { adapter, unavailable } of systems) {
+        if (unavailable) {
+          rows.push([adapter.name, unavailable]);
+          continue;
+        }
+        await adapter.reset();
+        let count = 0;
+        const deadline = performance.now() + sizes.singleMs;
+        const t0 = performance.now();
+        await Promise.all(
+          Array.from({ length: 10 }, async () => {
+            while (performance.now() < deadline) {
+              await adapter.enqueueOne({ i: count });
+              count++;
+            }
+          }),
+        );
+        const rate = count / ((performance.now() - t0) / 1000);
+        await adapter.reset();
+        results.set(adapter.name, rate);
+        rows.push([adapter.name, fmt(rate)]);
+        log(`single enqueues ${adapter.name}: ${fmt(rate)} jobs/s`);
+      }
+      tables.push({
+        title: "2. Single enqueues from 10 concurrent producers",
+        note: `One job per call, 10 async producers for ${sizes.singleMs / 1000} s.`,
+        header: ["System", "jobs/s"],
+        rows,
+        ratio: ratioLine(results, true, "jobs/s"),
+      });
+    },
+
+    3: async () => {
+      for (const concurrency of [10, 50]) {
+        const results = new Map<string, number>();
+        const rows: Cell[][] = [];
+        const payloads = Array.from({ length: sizes.drain }, (_, i) => ({ i }));
+        for (const { adapter, unavailable } of systems) {
+          if (unavailable) {
+            rows.push([adapter.name, unavailable, ""]);
+            continue;
+          }
+          const rates: number[] = [];
+          let partial = false;
+          await adapter.reset();
+          let missing = sizes.drain;
+          for (let rep = 0; rep < sizes.reps; rep++) {
+            // Top the queue back up to the full size (a drain stopped at the time bound leaves jobs behind).
+            await adapter.enqueueBulk(payloads.slice(0, missing));
+            let count = 0;
+            const worker = await adapter.startWorker({
+              concurrency,
+              onJob: () => {
+                count++;
+              },
+            });
+            // The clock starts once the worker is up; jobs it took during start-up are not counted.
+            const before = count;
+            const t0 = performance.now();
+            const done = await waitFor(() => count >= sizes.drain, Date.now() + sizes.drainLimitMs);
+            const elapsed = performance.now() - t0;
+            partial ||= !done;
+            rates.push((count - before) / (elapsed / 1000));
+            await worker.stop();
+            missing = Math.min(sizes.drain, count);
+          }
+          await adapter.reset();
+          const rate = median(rates);
+          results.set(adapter.name, rate);
+          if (adapter.name === "skipq") drainResults.set(concurrency, rate);
+          rows.push([
+            adapter.name,
+            fmt(rate),
+            partial ? `stopped at the ${sizes.drainLimitMs / 1000} s bound; rate over the jobs done` : "",
+          ]);
+          log(`drain c${concurrency} ${adapter.name}: ${fmt(rate)} jobs/s (${rates.map((r) => fmt(r)).join(", ")})`);
+        }
+        tables.push({
+          title: `3. Drain ${fmt(sizes.drain)} pre-enqueued no-op jobs, one process, concurrency ${concurrency}`,
+          note: `Handler calls per second from the moment the worker is up; median of ${sizes.reps}.`,
+          header: ["System", "jobs/s", "note"],
+          rows,
+          ratio: ratioLine(results, true, "jobs/s"),
+        });
+      }
+    },
+
+    4: async () => {
+      const results = new Map<string, number>();
+      const rows: Cell[][] = [];
+      const payloads = Array.from({ length: sizes.drain }, (_, i) => ({ i }));
+      for (const { key, adapter, unavailable } of systems) {
+        if (unavailable) {
+          rows.push([adapter.name, unavailable, ""]);
+          continue;
+        }
+        const rates: number[] = [];
+        let partial = false;
+        await adapter.reset();
+        let missing = sizes.drain;
+        for (let rep = 0; rep < sizes.reps; rep++) {
+          await adapter.enqueueBulk(payloads.slice(0, missing));
+          const children = await Promise.all(Array.from({ length: sizes.procs }, () => spawnChild(env, key, tag, 10)));
+          const counts = children.map(() => 0);
+          for (const [n, child] of children.entries()) {
+            child.process.on("message", (m: { type: string; n: number }) => {
+              if (m.type === "count") counts[n] = m.n;
+            });
+          }
+          const total = () => counts.reduce((a, b) => a + b, 0);
+          const t0 = performance.now();
+          for (const child of children) child.process.send({ type: "go" });
+          const done = await waitFor(() => total() >= sizes.drain, Date.now() + sizes.drainLimitMs);
+          const elapsed = performance.now() - t0;
+          partial ||= !done;
+          rates.push(total() / (elapsed / 1000));
+          const stopped = await Promise.all(children.map((child) => child.stop()));
+          missing = Math.min(
+            sizes.drain,
+            stopped.reduce((sum, r) => sum + r.n, 0),
+          );
+        }
+        await adapter.reset();
+        const rate = median(rates);
+        results.set(adapter.name, rate);
+        rows.push([
+          adapter.name,
+          fmt(rate),
+          partial ? `stopped at the ${sizes.drainLimitMs / 1000} s bound; rate over the jobs done` : "",
+        ]);
+        log(
+          `drain ${sizes.procs} processes ${adapter.name}: ${fmt(rate)} jobs/s (${rates.map((r) => fmt(r)).join(", ")})`,
+        );
+      }
+      tables.push({
+        title: `4. Drain ${fmt(sizes.drain)} jobs with ${sizes.procs} worker processes (concurrency 10 each)`,
+        note: `Real child processes, started and connected before the clock starts (it includes each worker's start-up); median of ${sizes.reps}.`,
+        header: ["System", "jobs/s", "note"],
+        rows,
+        ratio: ratioLine(results, true, "jobs/s"),
+      });
+    },
+
+    5: async () => {
+      const p50s = new Map<string, number>();
+      const p99s = new Map<string, number>();
+      const rows: Cell[][] = [];
+      for (const { adapter, unavailable } of systems) {
+        if (unavailable) {
+          rows.push([adapter.name, unavailable, "", "", ""]);
+          continue;
+        }
+        await adapter.reset();
+        const latencies: number[] = [];
+        const worker = await adapter.startWorker({
+          concurrency: 10,
+          onJob: (payload) => {
+            if (typeof payload.t === "number") latencies.push(performance.now() - payload.t);
+          },
+        });
+        await sleep(1000); // idle: listeners connected, pollers asleep
+        const t0 = performance.now();
+        const sends: Promise<void>[] = [];
+        for (let k = 0; k < sizes.pickupJobs; k++) {
+          const due = t0 + k * 5; // 200 jobs/s, open loop: a slow enqueue does not slow the rate
+          const wait = due - performance.now();
+          if (wait > 0) await sleep(wait);
+          sends.push(adapter.enqueueOne({ t: performance.now() }));
+        }
+        await Promise.all(sends);
+        await waitFor(() => latencies.length >= sizes.pickupJobs, Date.now() + 10_000);
+        await worker.stop();
+        await adapter.reset();
+        const p50 = percentile(latencies, 50);
+        const p95 = percentile(latencies, 95);
+        const p99 = percentile(latencies, 99);
+        p50s.set(adapter.name, p50);
+        p99s.set(adapter.name, p99);
+        rows.push([adapter.name, ms(p50), ms(p95), ms(p99), `${latencies.length}/${sizes.pickupJobs} picked up`]);
+        log(`pickup ${adapter.name}: p50 ${ms(p50)} p95 ${ms(p95)} p99 ${ms(p99)} ms`);
+      }
+      tables.push({
+        title: "5. Pickup latency (enqueue → handler start) at a steady 200 jobs/s, idle workers",
+        note: `${fmt(sizes.pickupJobs)} single enqueues, one every 5 ms, to a worker (concurrency 10) idle for 1 s first.`,
+        header: ["System", "p50 ms", "p95 ms", "p99 ms", "note"],
+        rows,
+        ratio: [ratioLine(p50s, false, "p50"), ratioLine(p99s, false, "p99")].filter(Boolean).join("; "),
+      });
+    },
+
+    6: async () => {
+      const rows: Cell[][] = [];
+      const bigP95 = new Map<string, number>();
+      for (const { adapter, unavailable } of systems) {
+        if (unavailable) {
+          rows.push([adapter.name, unavailable, "", "", "", "", ""]);
+          continue;
+        }
+        if (!adapter.seedBig) {
+          rows.push([adapter.name, "n/a (not PostgreSQL)", "", "", "", "", ""]);
+          continue;
+        }
+        const measure = async (): Promise<number[]> => {
+          const samples: number[] = [];
+          const worker = await adapter.startWorker({
+            concurrency: 1,
+            single: true,
+            onJob: () => undefined,
+            onClaim: (t) => samples.push(t),
+          });
+          await waitFor(() => samples.length >= sizes.claimSamples + 10, Date.now() + 15_000);
+          await worker.stop();
+          return samples.slice(10); // the first claims prepare statements and warm caches
+        };
+        await adapter.reset();
+        await adapter.enqueueBulk(Array.from({ length: Math.max(2_000, sizes.claimSamples * 2) }, (_, i) => ({ i })));
+        const small = await measure();
+        await adapter.reset();
+        const seedStart = performance.now();
+        const seeded = await adapter.seedBig(sizes.bigPending, sizes.bigCompleted);
+        log(`seeded ${adapter.name}: ${seeded} in ${fmt((performance.now() - seedStart) / 1000, 1)} s`);
+        const big = await measure();
+        await adapter.reset();
+        const p95Small = percentile(small, 95);
+        const p95Big = percentile(big, 95);
+        bigP95.set(adapter.name, p95Big);
+        rows.push([
+          adapter.name,
+          `${ms(percentile(small, 50))} / ${ms(p95Small)} / ${ms(percentile(small, 99))}`,
+          `${ms(percentile(big, 50))} / ${ms(p95Big)} / ${ms(percentile(big, 99))}`,
+          Number.isFinite(p95Big / p95Small) ? `${(p95Big / p95Small).toFixed(2)}×` : "—",
+          seeded,
+          `${small.length} / ${big.length}`,
+          "",
+        ]);
+        log(`claim ${adapter.name}: small p95 ${ms(p95Small)} big p95 ${ms(p95Big)} ms`);
+      }
+      tables.push({
+        title: "6. Claim latency, one job per claim: small table vs the seeds' big table",
+        note: `Client-side round trip of each claim statement (matched by its SKIP LOCKED), worker at concurrency 1, first 10 claims dropped, at most 15 s each (pg-boss polls every 0.5 s, so it gets few samples). Small table: ${fmt(Math.max(2_000, sizes.claimSamples * 2))} pending jobs only.`,
+        header: [
+          "System",
+          "small p50 / p95 / p99 ms",
+          "big p50 / p95 / p99 ms",
+          "big/small p95",
+          "big table",
+          "samples",
+          "",
+        ],
+        rows,
+        ratio: ratioLine(bigP95, false, "big-table p95"),
+      });
+    },
+
+    7: async () => {
+      const rows: Cell[][] = [];
+      for (const batch of [10, 50]) {
+        const floor = await runFloor({ databaseUrl, batch, jobs: sizes.drain, tag, log });
+        const skipq = systems.find((s) => s.key === "skipq" && !s.unavailable);
+        if (!drainResults.has(batch) && skipq) drainResults.set(batch, await skipqDrain(skipq.adapter, batch));
+        const ours = drainResults.get(batch);
+        rows.push([
+          String(batch),
+          floor.jobsPerSecond === undefined ? floor.note : fmt(floor.jobsPerSecond),
+          ours === undefined ? "skipq not run" : fmt(ours),
+          ours === undefined || floor.jobsPerSecond === undefined
+            ? "—"
+            : `**${fmt((100 * ours) / floor.jobsPerSecond)}%**`,
+          floor.note,
+        ]);
+      }
+      tables.push({
+        title: "7. The floor: PostgreSQL's own rate for claim-batch + complete-batch (pgbench, no Node)",
+        note: "The same claim statement as skipq's worker and its batched completion, each its own transaction, driven by pgbench with prepared statements; skipq's drain from scenario 3 (one process, concurrency = batch) as a share of it.",
+        header: ["batch", "pgbench jobs/s", "skipq drain jobs/s", "skipq / floor", "pgbench run"],
+        rows,
+      });
+    },
+
+    8: async () => {
+      const rows: Cell[][] = [];
+      const rss = new Map<string, number>();
+      const baseline = await spawnChild(env, "baseline", tag, 0);
+      const base = await baseline.stop();
+      rows.push(["node + tsx, no queue library (baseline)", fmt(base.maxRssKb / 1024, 1), ""]);
+      const payloads = Array.from({ length: sizes.rssJobs }, (_, i) => ({ i }));
+      for (const { key, adapter, unavailable } of systems) {
+        if (unavailable) {
+          rows.push([adapter.name, unavailable, ""]);
+          continue;
+        }
+        await adapter.reset();
+        await adapter.enqueueBulk(payloads);
+        const child = await spawnChild(env, key, tag, 100);
+        let count = 0;
+        child.process.on("message", (m: { type: string; n: number }) => {
+          if (m.type === "count") count = m.n;
+        });
+        child.process.send({ type: "go" });
+        const done = await waitFor(() => count >= sizes.rssJobs, Date.now() + 30_000, 20);
+        const result = await child.stop();
+        await adapter.reset();
+        const mb = result.maxRssKb / 1024;
+        rss.set(adapter.name, mb);
+        rows.push([
+          adapter.name,
+          fmt(mb, 1),
+          done ? `${fmt(result.n)} jobs` : `stopped at 30 s after ${fmt(result.n)}`,
+        ]);
+        log(`peak RSS ${adapter.name}: ${fmt(mb, 1)} MB`);
+      }
+      tables.push({
+        title: "8. Worker peak RSS at concurrency 100",
+        note: `A child process draining ${fmt(sizes.rssJobs)} jobs at concurrency 100; process.resourceUsage().maxRSS at the end. Every process runs under tsx (the baseline row is its cost).`,
+        header: ["System", "peak RSS MB", "note"],
+        rows,
+        ratio: ratioLine(rss, false, "peak RSS"),
+      });
+    },
+  };
+
+  const cleanup = async () => {
+    for (const { adapter } of systems) {
+      await adapter.teardown().catch((error) => log(`teardown ${adapter.name}: ${error}`));
+      await adapter.close().catch(() => undefined);
+    }
+    await admin.end().catch(() => undefined);
+    await embedded?.stop();
+  };
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      log(`${signal}: dropping the bench schemas and queues, then exiting`);
+      void cleanup().finally(() => process.exit(130));
+    });
+  }
+  try {
+    for (const n of args.scenarios) {
+      const scenario = scenarios[n];
+      if (!scenario) throw new Error(`no scenario ${n} (1-8)`);
+      log(`scenario ${n}`);
+      await scenario();
+      // Written after every scenario, so a failure later keeps what was measured.
+      writeResults(server, systems, (Date.now() - started) / 60_000);
+    }
+  } finally {
+    await cleanup();
+  }
+
+  log(`wrote ${args.out} (${((Date.now() - started) / 60_000).toFixed(1)} min)`);
+}
+
+/** Writes the output file; with --keep, sections of scenarios not run now are kept from the existing file. */
+function writeResults(
+  server: { version: string; fsync: string; synchronousCommit: string },
+  systems: Array<{ adapter: SystemAdapter; unavailable: string | null }>,
+  minutes: number,
+): void {
+  let text = render(server, systems, minutes);
+  if (args.keep && existsSync(args.out)) {
+    const sections = new Map<number, string>();
+    for (const part of readFileSync(args.out, "utf8")
+      .split(/\n(?=## \d+\. )/)
+      .slice(1)) {
+      sections.set(Number(/^## (\d+)\./.exec(part)?.[1]), part.trimEnd());
+    }
+    for (const table of tables) sections.set(Number(/^(\d+)\./.exec(table.title)?.[1]), "");
+    const fresh = text.split(/\n(?=## \d+\. )/);
+    for (const part of fresh.slice(1)) sections.set(Number(/^## (\d+)\./.exec(part)?.[1]), part.trimEnd());
+    const head = `${(fresh[0] ?? "").trimEnd()}\n\nSections ${[...sections.keys()]
+      .filter((n) => !args.scenarios.includes(n))
+      .join(", ")} are kept from an earlier run (\`--keep\`); the header above describes this run.\n`;
+    text = `${[head, ...[...sections.entries()].sort((a, b) => a[0] - b[0]).map(([, v]) => v)].join("\n\n")}\n`;
+  }
+  writeFileSync(args.out, text);
+}
+
+interface Child {
+  process: ChildProcess;
+  stop(): Promise<{ n: number; maxRssKb: number }>;
+}
+
+/** Forks bench/child.ts under tsx and waits until it is connected and ready. */
+async function spawnChild(env: BenchEnv, system: string, tag: string, concurrency: number): Promise<Child> {
+  const child = fork(path.join(here, "child.ts"), [system, tag, String(concurrency)], {
+    execArgv: ["--import", "tsx"],
+    env: { ...process.env, SKIPQ_BENCH_ENV: JSON.stringify(env) },
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.on("message", (m: { type: string }) => {
+      if (m.type === "ready") resolve();
+    });
+    child.once("exit", (code) => reject(new Error(`bench child ${system} exited with ${code} before ready`)));
+  });
+  return {
+    process: child,
+    stop: () =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          child.kill("SIGKILL");
+          reject(new Error(`bench child ${system} did not stop within 30 s`));
+        }, 30_000);
+        child.on("message", (m: { type: string; n: number; maxRssKb: number }) => {
+          if (m.type === "stopped") {
+            clearTimeout(timer);
+            resolve({ n: m.n, maxRssKb: m.maxRssKb });
+          }
+        });
+        child.send({ type: "stop" });
+      }),
+  };
+}
+
+function render(
+  server: { version: string; fsync: string; synchronousCommit: string },
+  systems: Array<{ adapter: SystemAdapter; unavailable: string | null }>,
+  minutes: number,
+): string {
+  const cpu = os.cpus()[0]?.model ?? "?";
+  const lines = [
+    "# skipq benchmark results",
+    "",
+    `Generated by \`npm run bench${args.quick ? " -- --quick" : ""}\` on ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC in ${minutes.toFixed(1)} min.`,
+    "",
+    `- PostgreSQL ${server.version}, fsync=${server.fsync}, synchronous_commit=${server.synchronousCommit}`,
+    `- Node ${process.version}, ${os.cpus().length} × ${cpu}, load average at the end ${os
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" / ")} (a shared machine: compare ratios from one run, not absolute numbers)`,
+    `- Sizes: ${args.quick ? "--quick (smoke sizes; figures are not meaningful)" : "the issue's defaults"}`,
+    "",
+    "Settings per system (each one's documented fastest):",
+    "",
+    ...systems.map(({ adapter, unavailable }) => `- **${adapter.name}**: ${unavailable ?? adapter.settings}`),
+    "",
+  ];
+  for (const table of tables) {
+    lines.push(`## ${table.title}`, "", table.note, "");
+    const header = table.header.filter((h, i) => h !== "" || table.rows.some((r) => r[i]));
+    const width = header.length;
+    lines.push(`| ${header.join(" | ")} |`, `|${" --- |".repeat(width)}`);
+    for (const row of table.rows) {
+      const cells = [...row.slice(0, width)];
+      while (cells.length < width) cells.push("");
+      lines.push(`| ${cells.join(" | ")} |`);
+    }
+    lines.push("");
+    if (table.ratio) lines.push(table.ratio, "");
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+await main();
+// Some peer libraries keep timers alive after close; the run is over.
+process.exit(0);
