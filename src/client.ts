@@ -15,6 +15,7 @@ import { enqueueSpan, type TraceHeaders, withTraceContext } from "./telemetry.js
 import {
   assertDate,
   assertInt,
+  assertKey,
   assertName,
   assertSchema,
   type Duration,
@@ -62,6 +63,12 @@ export interface EnqueueOptions {
   idempotencyKey?: string;
   /** Small string metadata carried to the handler (`ctx.job.headers`), e.g. a trace context. At most 32 entries. */
   headers?: Record<string, string>;
+  /**
+   * A tenant or customer key: per-key concurrency and rate limits and key
+   * pauses (see docs/flow-control.md) apply to jobs sharing it within a queue.
+   * 1-256 characters, no control characters. Default: none (only queue-wide limits apply).
+   */
+  concurrencyKey?: string;
 }
 
 export interface EnqueueResult {
@@ -89,6 +96,7 @@ interface Row {
   delayMs: number;
   key: string | null;
   headers: string | null;
+  concurrencyKey: string | null;
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
@@ -181,6 +189,7 @@ export class Skipq {
         row.key,
         this.channel,
         row.headers,
+        row.concurrencyKey,
       ]),
     );
     if (rows[0]) return { id: rows[0].id, created: true };
@@ -258,7 +267,7 @@ export class Skipq {
       const json = `[${chunk
         .map(
           (r) =>
-            `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"}}`,
+            `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"},"ckey":${r.concurrencyKey === null ? "null" : JSON.stringify(r.concurrencyKey)}}`,
         )
         .join(",")}]`;
       const { rows: inserted } = await tx.query(this.statement(this.sql.jobInsertMany, [json]));
@@ -332,6 +341,7 @@ export class Skipq {
     // The enqueue span's trace context rides along so the execution span can link to it.
     const traced = withTraceContext(options.headers, traceHeaders);
     const headers = traced === options.headers || traced === undefined ? own : encodeHeaders(traced);
+    const concurrencyKey = options.concurrencyKey === undefined ? null : assertKey(options.concurrencyKey);
     return {
       i,
       queue,
@@ -343,6 +353,7 @@ export class Skipq {
       delayMs,
       key,
       headers,
+      concurrencyKey,
     };
   }
 }
