@@ -5,9 +5,12 @@
 import type { Skipq } from "./client.js";
 import { SkipqError, ValidationError } from "./errors.js";
 import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
+import { parseCron } from "./scheduler.js";
 import { adminStatements } from "./sql/admin.js";
+import { flowStatements } from "./sql/flow.js";
 import { opsStatements } from "./sql/ops.js";
-import { assertInt, assertName, type Duration, toMs } from "./validate.js";
+import { schedulerStatements } from "./sql/scheduler.js";
+import { assertDate, assertInt, assertKey, assertName, type Duration, toMs } from "./validate.js";
 
 export type JobStatus = "pending" | "running" | "completed" | "dead" | "cancelled";
 export const JOB_STATUSES: readonly JobStatus[] = ["pending", "running", "completed", "dead", "cancelled"];
@@ -110,12 +113,48 @@ function likePattern(text: unknown): string {
   return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
+/** Limits of one queue, enforced across all workers. */
+export interface QueueLimits {
+  /** Most jobs of this queue running at once. Default: no limit. */
+  concurrency?: number | null;
+  /** Most jobs running at once per `concurrencyKey` (jobs without a key are not counted). Default: no limit. */
+  keyConcurrency?: number | null;
+  /** At most `limit` starts in any `window` (sliding), for the queue, or per key when `perKey`. Default: no limit. */
+  rate?: { limit: number; window: Duration; perKey?: boolean } | null;
+}
+
+export interface QueueSettings {
+  queue: string;
+  paused: boolean;
+  concurrency: number | null;
+  keyConcurrency: number | null;
+  /** `window` in ms. */
+  rate: { limit: number; window: number; perKey: boolean } | null;
+}
+
+export interface CronScheduleRow {
+  name: string;
+  expression: string;
+  timezone: string | null;
+  queue: string;
+  kind: string;
+  /** The last tick enqueued (or, before the first, when the schedule was first declared). */
+  lastTick: Date;
+  lastJobId: string | null;
+  /** The next tick after the database's now; null if none (or the expression is unreadable). */
+  nextTick: Date | null;
+}
+
 export class Admin {
   private readonly sql;
   private readonly ops;
+  private readonly flow;
+  private readonly cron;
   constructor(private readonly client: Skipq) {
     this.sql = adminStatements(client.schemaSql);
     this.ops = opsStatements(client.schemaSql);
+    this.flow = flowStatements(client.schemaSql);
+    this.cron = schedulerStatements(client.schemaSql);
   }
 
   async getJob(id: string | number): Promise<JobRow | undefined> {
@@ -183,10 +222,14 @@ export class Admin {
     return rowCount ?? 0;
   }
 
-  /** Cancels a pending or running job; a running job's worker aborts at its next heartbeat and its outcome is rejected. */
+  /**
+   * Cancels a pending or running job; it ends `cancelled` and is never retried. The worker running it is
+   * notified and aborts the handler's signal at once (or at its next heartbeat if it missed the notification);
+   * its outcome is rejected.
+   */
   async cancelJob(id: string | number): Promise<void> {
     const jobId = assertId(id);
-    const { rowCount } = await this.client.pool.query(this.sql.jobCancel, [jobId]);
+    const { rowCount } = await this.client.pool.query(this.sql.jobCancel, [jobId, this.client.channel]);
     if (rowCount === 0) throw await this.notActionable(jobId, "cancelled", "pending or running");
   }
 
@@ -278,6 +321,116 @@ export class Admin {
   /** Health warnings: xmin horizon holders, dead tuples on the jobs table, pending kinds no live worker handles. */
   health(options?: HealthOptions): Promise<HealthReport> {
     return checkHealth(this.client.pool, this.client.schema, this.client.schemaSql, options);
+  }
+
+  // ── Flow control: limits and key pauses (docs/flow-control.md) ──────────────
+
+  /**
+   * Sets every limit of a queue at once; an omitted or null limit is removed.
+   * Enforced by every worker's claim (workers switch to the limited claim
+   * within a moment: a NOTIFY, else their 5 s refresh; the plain claim skips
+   * limited queues meanwhile). Limits apply to claims that start after this commits.
+   */
+  async setQueueLimits(queue: string, limits: QueueLimits): Promise<void> {
+    const name = assertName("queue", queue);
+    const max = 1_000_000;
+    const concurrency = limits.concurrency == null ? null : assertInt("concurrency", limits.concurrency, 1, max);
+    const keyConcurrency =
+      limits.keyConcurrency == null ? null : assertInt("keyConcurrency", limits.keyConcurrency, 1, max);
+    const rate = limits.rate ?? null;
+    const rateLimit = rate === null ? null : assertInt("rate.limit", rate.limit, 1, max);
+    const rateWindow = rate === null ? null : toMs("rate.window", rate.window, { allowZero: false, max: 86_400_000 });
+    await this.client.pool.query(this.flow.queueSetLimits, [
+      name,
+      concurrency,
+      keyConcurrency,
+      rateLimit,
+      rateWindow,
+      rate?.perKey ?? false,
+      this.client.channel,
+    ]);
+  }
+
+  /** Limits and pause state of one queue (or all queues with settings). */
+  async getQueueLimits(queue?: string): Promise<QueueSettings[]> {
+    const { rows } = await this.client.pool.query(this.flow.queueGetLimits, [
+      queue === undefined ? null : assertName("queue", queue),
+    ]);
+    return rows.map((r) => ({
+      queue: r.name,
+      paused: r.paused_at !== null,
+      concurrency: r.concurrency_limit,
+      keyConcurrency: r.key_concurrency_limit,
+      rate:
+        r.rate_limit === null
+          ? null
+          : { limit: r.rate_limit, window: Number(r.rate_window_ms), perKey: r.rate_per_key },
+    }));
+  }
+
+  /**
+   * No job with this key starts in this queue until `until` (a Date, or a
+   * duration from the database's now); `key` null pauses the whole queue until then.
+   * A later pause never shortens an earlier one. Returns when the pause ends.
+   */
+  async pauseKey(queue: string, key: string | null, until: Date | Duration): Promise<Date> {
+    const { rows } = await this.client.pool.query(this.flow.queueKeyPause, [
+      assertName("queue", queue),
+      key === null ? "" : assertKey(key, "key"),
+      until instanceof Date ? 0 : toMs("until", until, { allowZero: false }),
+      this.client.channel,
+      until instanceof Date ? assertDate("until", until).toISOString() : null,
+    ]);
+    return rows[0].paused_until;
+  }
+
+  /** Ends a key's pause now (`key` null: the queue-wide timed pause). Returns false when it was not paused. */
+  async resumeKey(queue: string, key: string | null): Promise<boolean> {
+    const { rowCount } = await this.client.pool.query(this.flow.queueKeyResume, [
+      assertName("queue", queue),
+      key === null ? "" : assertKey(key, "key"),
+    ]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  /** Keys paused now (key null: the whole queue). */
+  async pausedKeys(queue?: string): Promise<Array<{ queue: string; key: string | null; pausedUntil: Date }>> {
+    const { rows } = await this.client.pool.query(this.flow.queueKeysPaused, [
+      queue === undefined ? null : assertName("queue", queue),
+    ]);
+    return rows.map((r) => ({ queue: r.queue, key: r.key === "" ? null : r.key, pausedUntil: r.paused_until }));
+  }
+
+  // ── Cron schedules (docs/scheduling.md) ─────────────────────────────────────
+
+  /** Cron schedules declared by any process's Scheduler, with the last tick enqueued and the next one. */
+  async cronSchedules(): Promise<CronScheduleRow[]> {
+    const { rows } = await this.client.pool.query(this.cron.cronList);
+    const { rows: now } = await this.client.pool.query(this.cron.dbNow);
+    return rows.map((r) => {
+      let next: Date | null = null;
+      try {
+        next = parseCron(r.expression, r.timezone ?? "UTC").nextRun(now[0].now);
+      } catch {
+        next = null; // declared by a version whose expression this one cannot read
+      }
+      return {
+        name: r.name,
+        expression: r.expression,
+        timezone: r.timezone,
+        queue: r.queue,
+        kind: r.kind,
+        lastTick: r.last_tick,
+        lastJobId: r.last_job_id,
+        nextTick: next,
+      };
+    });
+  }
+
+  /** Forgets a schedule no longer declared in code (a running Scheduler that declares it re-creates it). */
+  async removeCronSchedule(name: string): Promise<boolean> {
+    const { rowCount } = await this.client.pool.query(this.cron.cronRemove, [assertName("kind", name)]);
+    return (rowCount ?? 0) > 0;
   }
 
   private async notActionable(id: string, verb: string, valid: string): Promise<SkipqError> {

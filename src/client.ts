@@ -16,6 +16,7 @@ import { enqueueSpan, type TraceHeaders, withTraceContext } from "./telemetry.js
 import {
   assertDate,
   assertInt,
+  assertKey,
   assertName,
   assertSchema,
   type Duration,
@@ -63,6 +64,12 @@ export interface EnqueueOptions {
   idempotencyKey?: string;
   /** Small string metadata carried to the handler (`ctx.job.headers`), e.g. a trace context. At most 32 entries. */
   headers?: Record<string, string>;
+  /**
+   * A tenant or customer key: per-key concurrency and rate limits and key
+   * pauses (see docs/flow-control.md) apply to jobs sharing it within a queue.
+   * 1-256 characters, no control characters. Default: none (only queue-wide limits apply).
+   */
+  concurrencyKey?: string;
 }
 
 export interface EnqueueResult {
@@ -90,6 +97,7 @@ interface Row {
   delayMs: number;
   key: string | null;
   headers: string | null;
+  concurrencyKey: string | null;
 }
 
 interface PendingSingle {
@@ -275,6 +283,7 @@ export class Skipq {
         row.key,
         this.channel,
         row.headers,
+        row.concurrencyKey,
       ]),
     );
     if (rows[0]) return { id: rows[0].id, created: true };
@@ -358,7 +367,7 @@ export class Skipq {
       const json = `[${chunk
         .map(
           (r) =>
-            `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"}}`,
+            `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"},"ckey":${r.concurrencyKey === null ? "null" : JSON.stringify(r.concurrencyKey)}}`,
         )
         .join(",")}]`;
       // Without idempotency keys there is nothing to conflict on: the plain INSERT skips the speculative
@@ -441,6 +450,7 @@ export class Skipq {
     // The enqueue span's trace context rides along so the execution span can link to it.
     const traced = withTraceContext(options.headers, traceHeaders);
     const headers = traced === options.headers || traced === undefined ? own : encodeHeaders(traced);
+    const concurrencyKey = options.concurrencyKey === undefined ? null : assertKey(options.concurrencyKey);
     return {
       i,
       queue,
@@ -452,6 +462,7 @@ export class Skipq {
       delayMs,
       key,
       headers,
+      concurrencyKey,
     };
   }
 }

@@ -9,6 +9,8 @@ export { type KyselyLike, kyselyQueryable } from "./adapters/kysely.js";
 export { type PostgresJsLike, postgresJsQueryable } from "./adapters/postgresjs.js";
 export { type PrismaLike, prismaQueryable } from "./adapters/prisma.js";
 // Operations (issue 6): dashboard, metrics, tracing, structured logs, health.
+// Scheduling and flow control: cron, priority aging, limits, key pauses, retention (docs/scheduling.md, docs/flow-control.md).
+export type { CronScheduleRow, QueueLimits, QueueSettings } from "./admin.js";
 export {
   Admin,
   type DeadGroup,
@@ -91,6 +93,7 @@ export {
   type RelayEvents,
   type RelayOptions,
 } from "./outbox.js";
+export { type PruneResult, Pruner, type PrunerOptions } from "./pruner.js";
 export {
   defineSaga,
   getSaga,
@@ -103,6 +106,13 @@ export {
   type SagaStepStatus,
   Sagas,
 } from "./saga.js";
+export {
+  type CronOptions,
+  type CronTickResult,
+  parseCron,
+  Scheduler,
+  type SchedulerOptions,
+} from "./scheduler.js";
 export { type NatsSinkOptions, natsSink } from "./sinks/nats.js";
 export { type RabbitmqSinkOptions, rabbitmqSink } from "./sinks/rabbitmq.js";
 export {

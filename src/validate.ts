@@ -22,6 +22,15 @@ export function assertName(what: "queue" | "kind", value: unknown): string {
   return value;
 }
 
+/** A concurrency key (tenant, customer id): 1-256 characters, no control characters. */
+export function assertKey(value: unknown, what = "concurrencyKey"): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point.
+  if (typeof value !== "string" || value.length === 0 || value.length > 256 || /[\u0000-\u001f\u007f]/.test(value)) {
+    throw new ValidationError(`${what} must be a string of 1-256 characters without control characters`);
+  }
+  return value;
+}
+
 export function assertSchema(value: unknown): string {
   if (typeof value !== "string" || !SCHEMA_PATTERN.test(value)) {
     throw new ValidationError(

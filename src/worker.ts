@@ -19,6 +19,7 @@ import os from "node:os";
 import type { Context as TraceContext } from "@opentelemetry/api";
 import type pg from "pg";
 import { type BackoffOptions, backoffMs, defaultBackoff } from "./backoff.js";
+import { Claimer } from "./claimer.js";
 import type { Skipq } from "./client.js";
 import {
   CancelJob,
@@ -37,7 +38,7 @@ import { createPool } from "./pool.js";
 import { Presence } from "./presence.js";
 import { Reaper } from "./reaper.js";
 import { claimSpan, endExecuteSpan, inSpan, startExecuteSpan } from "./telemetry.js";
-import { assertInt, assertName, type Duration, toMs } from "./validate.js";
+import { assertDate, assertInt, assertKey, assertName, type Duration, toMs } from "./validate.js";
 
 /** A claimed job as its handler sees it. */
 export interface Job<P = unknown> {
@@ -58,6 +59,8 @@ export interface Job<P = unknown> {
    * systems that can reject writes from a holder whose lease was taken over.
    */
   lease: string;
+  /** The tenant key given at enqueue (`concurrencyKey`); null when none. */
+  concurrencyKey: string | null;
 }
 
 export interface JobContext<P = unknown> {
@@ -69,6 +72,14 @@ export interface JobContext<P = unknown> {
   /** Extends this job's lease now (it is also extended automatically). Resolves false when the lease is lost. */
   heartbeat(): Promise<boolean>;
   log: Logger;
+  /**
+   * Pauses a concurrency key of this job's queue until a time (a Date, compared
+   * with the database clock) or for a duration ("30s"): no worker starts a job
+   * with that key meanwhile — e.g. on a provider's Retry-After. The key defaults
+   * to this job's; pass null (or omit it for a job without a key) to pause the
+   * whole queue. Then usually `throw new RetryIn(ms)` to run this job again later.
+   */
+  pauseKey(until: Date | Duration, key?: string | null): Promise<Date>;
 }
 
 export type Handler<P = unknown> = (payload: P, ctx: JobContext<P>) => unknown | Promise<unknown>;
@@ -103,6 +114,12 @@ export interface WorkerOptions {
   abortGrace?: Duration;
   /** Per-job time limit: the signal aborts, the job fails (retry) and the slot is freed. Default: none. */
   jobTimeout?: Duration;
+  /**
+   * Priority aging: a job runnable for longer than this is claimed before any
+   * other, oldest first, as if it had top priority, so a flood of high-priority
+   * work cannot starve it. Default: none (strict priority order).
+   */
+  priorityAging?: Duration;
   /** Retry backoff after a failure. Default { baseMs: 1000, maxMs: 3_600_000, jitter: 0.2 }. */
   backoff?: Partial<BackoffOptions>;
   /** Run the reaper in this process (one pass at a time across all). Default true. */
@@ -271,6 +288,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   readonly reaper: Reaper | undefined;
   readonly pool: pg.Pool;
   private readonly presence: Presence | undefined;
+  /** Chooses and runs the claim statement (plain, aging, or limited). */
+  readonly claimer: Claimer;
 
   private readonly handlers = new Map<string, { definition?: JobDefinition<unknown>; handler: Handler<never> }>();
   /** Every job whose lease this worker holds: running, or waiting in `buffer`. */
@@ -382,6 +401,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
         channel: client.channel,
         logger: this.logger,
         onNotify: (queue) => {
+          // "!..." payloads are control messages (cancel, flow settings); queue names cannot start with "!".
+          if (queue.startsWith("!")) {
+            this.control(queue);
+            return;
+          }
           if (!this.queueSet.has(queue)) return;
           this.notifications++;
           this.wakeup.wake();
@@ -394,6 +418,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
         "skipq: LISTEN is off (the client was given a pool, not a connection string); pass listenConnectionString for instant wake-ups — polling covers meanwhile",
       );
     }
+    this.claimer = new Claimer({
+      client,
+      pool: this.pool,
+      queues: this.queues,
+      workerId: this.id,
+      leaseMs: this.lockTimeoutMs,
+      agingMs:
+        options.priorityAging === undefined
+          ? undefined
+          : toMs("priorityAging", options.priorityAging, { allowZero: false }),
+      refreshMs: 5000,
+      logger: this.logger,
+    });
     if (options.maintenance ?? true) {
       this.reaper = new Reaper({
         pool: this.pool,
@@ -472,6 +509,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
     }
     void this.listener?.start();
+    await this.claimer.start();
     this.reaper?.start();
     this.presence?.start();
     this.heartbeatTimer = setInterval(() => void this.heartbeatAll(), this.heartbeatMs);
@@ -583,11 +621,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private async claim(limit: number): Promise<Running[]> {
-    const sql = this.client.sql.jobClaimBatch;
     const startedAt = performance.now();
-    const { rows } = await this.pool.query(
-      this.client.statement(sql, [this.queues, limit, this.id, this.lockTimeoutMs]),
-    );
+    const rows = await this.claimer.claim(limit);
     this.claimMs = 0.8 * this.claimMs + 0.2 * (performance.now() - startedAt);
     if (rows.length === 0) return [];
     const durationMs = performance.now() - startedAt;
@@ -607,6 +642,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         createdAt: row.created_at,
         headers: row.headers ?? {},
         lease: row.lease,
+        concurrencyKey: row.concurrency_key,
       };
       let settle: () => void = () => undefined;
       const done = new Promise<void>((resolve) => {
@@ -629,7 +665,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.emit(
       "claimed",
       jobs.map((r) => r.job),
-      { durationMs, claimedAt: rows[0].locked_at },
+      { durationMs, claimedAt: (rows[0] as (typeof rows)[number]).locked_at },
     );
     if (this.options.hooks?.afterClaimCommit) await this.options.hooks.afterClaimCommit(jobs.map((r) => r.job));
     this.buffer.push(...jobs);
@@ -683,6 +719,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         attempt: job.attempt,
         signal: controller.signal,
         heartbeat: () => this.heartbeatOne(running),
+        pauseKey: (until, key) => this.pauseKey(job, until, key),
         log: childLogger(this.logger, { jobId: job.id, kind: job.kind, attempt: job.attempt }),
       };
       const result = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
@@ -718,10 +755,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const tookMs = performance.now() - running.startedAt;
     this.handlerMs = this.handlerMs === undefined ? tookMs : 0.8 * this.handlerMs + 0.2 * tookMs;
     if (running.detached) {
-      outcome =
-        controller.signal.reason instanceof SkipqError && controller.signal.reason.code === "SKIPQ_LEASE_LOST"
-          ? "lease-lost"
-          : "released";
+      const code = controller.signal.reason instanceof SkipqError ? controller.signal.reason.code : undefined;
+      outcome = code === "SKIPQ_LEASE_LOST" ? "lease-lost" : code === "SKIPQ_CANCEL" ? "cancelled" : "released";
     } else {
       this.record(running, outcome, failure);
     }
@@ -810,6 +845,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.flushing = undefined;
     });
     await this.flushing;
+    // Under limits a slot is free only once the outcome is recorded: claim again now, not at the next poll.
+    if (this.claimer.limited.size > 0) this.wakeup.wake();
     if (this.completions.length > 0 || this.settlements.length > 0) await this.flush();
   }
 
@@ -918,6 +955,30 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.emit("leaseLost", running.job);
   }
 
+  /** Control messages on the schema's channel: "!cancel:<id>" aborts that job here at once; "!flow" re-reads limits. */
+  private control(message: string): void {
+    if (message === "!flow") {
+      void this.claimer.refresh().then(() => this.wakeup.wake());
+      return;
+    }
+    if (!message.startsWith("!cancel:")) return;
+    const running = this.inFlight.get(message.slice("!cancel:".length));
+    if (!running || running.detached) return;
+    // The operator's cancel already ended the job (status cancelled, lease cleared): only the handler is left to stop.
+    running.detached = true;
+    this.logger.info({ jobId: running.job.id }, "skipq: job cancelled by an operator; aborting its handler");
+    running.controller.abort(new SkipqError("SKIPQ_CANCEL", `job ${running.job.id} was cancelled`));
+  }
+
+  private pauseKey(job: Job, until: Date | Duration, key: string | null | undefined): Promise<Date> {
+    const k = key === undefined ? job.concurrencyKey : key === null ? null : assertKey(key, "key");
+    return this.claimer.pauseKey(
+      job.queue,
+      k,
+      until instanceof Date ? { at: assertDate("until", until) } : { ms: toMs("until", until, { allowZero: false }) },
+    );
+  }
+
   private async shutdown(): Promise<void> {
     await this.loop;
     // Buffered jobs never started: hand them back at once, their attempt not consumed.
@@ -959,6 +1020,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async closeResources(): Promise<void> {
     clearInterval(this.heartbeatTimer);
+    this.claimer.stop();
     await this.listener?.stop();
     await this.reaper?.stop();
     await this.presence?.stop();

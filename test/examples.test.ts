@@ -35,3 +35,16 @@ test("examples/idempotent-effects.ts runs a job twice and its keyed side effect 
     "ran twice, charged 1 time(s), effects applied 1",
   );
 });
+
+test("examples/scheduling.ts enqueues each cron tick once, cancels a running job, and prunes", async () => {
+  const out = await runExample("examples/scheduling.ts");
+  expect(out).toMatch(/cron: (\d+) ticks, \1 distinct/);
+  expect(out).toContain("cancel: job cancelled, handler outcome cancelled");
+  expect(out).toContain("prune: 0 completed, 0 dead, 0 cancelled removed");
+});
+
+test("examples/flow-control.ts keeps each customer within its limit and groups dead letters", async () => {
+  const out = await runExample("examples/flow-control.ts");
+  expect(out).toMatch(/limits: at most [12] syncs per customer at once/);
+  expect(out).toContain('dead: 1 job(s) failed with "FailPermanently: page 13 does not exist"');
+});

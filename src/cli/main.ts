@@ -11,12 +11,14 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { benchCommand } from "./commands/bench.js";
 import { cancelCommand } from "./commands/cancel.js";
+import { cronCommand } from "./commands/cron.js";
 import { dashboardCommand } from "./commands/dashboard.js";
 import { deadCommand } from "./commands/dead.js";
 import { demoCommand } from "./commands/demo.js";
 import { enqueueCommand } from "./commands/enqueue.js";
 import { jobCommand } from "./commands/job.js";
 import { jobsCommand } from "./commands/jobs.js";
+import { limitsCommand } from "./commands/limits.js";
 import { migrateCommand } from "./commands/migrate.js";
 import { pruneCommand } from "./commands/prune.js";
 import { queueCommand } from "./commands/queue.js";
@@ -44,6 +46,8 @@ const commands: CliCommand[] = [
   queueCommand,
   sagaCommand,
   dashboardCommand,
+  limitsCommand,
+  cronCommand,
   demoCommand,
   benchCommand,
 ];

@@ -20,6 +20,11 @@ const TS_EXTENSIONS = new Set([".ts", ".mts", ".cts"]);
 
 /** Resolves, imports and checks a tasks module; returns its handlers by kind. */
 export async function loadTasks(file: string): Promise<Map<string, Handler>> {
+  return (await loadTasksModule(file)).handlers;
+}
+
+/** loadTasks, plus the module's optional named export `cron` (checked by cli/cron.ts). */
+export async function loadTasksModule(file: string): Promise<{ handlers: Map<string, Handler>; cron: unknown }> {
   const resolved = path.resolve(file);
   if (!existsSync(resolved) || !statSync(resolved).isFile()) {
     throw new CliError(
@@ -48,7 +53,7 @@ export async function loadTasks(file: string): Promise<Map<string, Handler>> {
     handlers.set(kind, handler as Handler);
   }
   if (handlers.size === 0) throw new CliError(`tasks module ${file} has no handlers: ${SHAPE}`);
-  return handlers;
+  return { handlers, cron: (module as { cron?: unknown }).cron };
 }
 
 function isHandlerMap(value: object): boolean {

@@ -32,10 +32,15 @@ export function adminStatements(schema: string) {
                 WHERE id = $1 AND status IN ('dead', 'cancelled') RETURNING id`,
     jobRetryDead: `UPDATE ${jobs} SET status = 'pending', attempts = 0, run_at = now(), updated_at = now()
                     WHERE status = 'dead' AND ($1::text IS NULL OR queue = $1) RETURNING id`,
-    /** Pending or running → cancelled; a running job's lease is cleared, so its worker's outcome is rejected. */
-    jobCancel: `UPDATE ${jobs} SET status = 'cancelled', lease = NULL, lease_expires_at = NULL, updated_at = now(),
-                       last_error = COALESCE(last_error, 'cancelled by an operator')
-                 WHERE id = $1 AND status IN ('pending', 'running') RETURNING id, locked_by`,
+    /**
+     * Pending or running → cancelled; a running job's lease is cleared, so its worker's outcome is rejected,
+     * and a NOTIFY '!cancel:<id>' on channel $2 (sent on commit) makes the holding worker abort the handler at once.
+     */
+    jobCancel: `WITH c AS (
+                  UPDATE ${jobs} SET status = 'cancelled', lease = NULL, lease_expires_at = NULL, updated_at = now(),
+                         last_error = COALESCE(last_error, 'cancelled by an operator')
+                   WHERE id = $1 AND status IN ('pending', 'running') RETURNING id, locked_by)
+                SELECT id, locked_by, pg_notify($2, '!cancel:' || id) FROM c`,
     /** Delete up to $2 terminal jobs last touched more than $1 ms ago; statuses in $3. */
     jobPrune: `DELETE FROM ${jobs} WHERE id IN (
                  SELECT id FROM ${jobs}

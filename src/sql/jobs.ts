@@ -15,6 +15,41 @@ export interface Statement {
   text: string;
 }
 
+/**
+ * The queues of `queues` (an SQL text[] expression) the plain claim may take
+ * from: not paused, no limits, no paused key. One InitPlan over the tiny
+ * queues table, evaluated once per claim. Written as `queue = ANY(<this>)`
+ * rather than `queue = ANY($1) AND queue <> ALL(<blocked>)`: the planner
+ * estimates `<> ALL` of an unknown array as matching almost nothing when the
+ * table holds few distinct queues, and then prefers sorting every pending row
+ * over the ordered index scan that stops after LIMIT rows.
+ */
+export function claimableQueues(schema: string, queues: string): string {
+  return `ARRAY(SELECT q FROM unnest(${queues}) AS q WHERE q NOT IN (
+                  SELECT name FROM ${schema}.queues WHERE paused_at IS NOT NULL OR limited OR keys_paused_until > now()))`;
+}
+
+/**
+ * The claim's UPDATE: marks the picked ids running under a new lease (the
+ * claiming transaction's id) and returns the jobs. `status = 'pending'` is
+ * rechecked on the row, for claims whose candidate scan did not lock it.
+ * `id = ANY(ARRAY(…))` keeps the update a primary-key lookup whatever the
+ * planner guesses about the picked set's size (a generic plan cannot see LIMIT $2).
+ */
+export function claimUpdate(
+  jobs: string,
+  picked: string,
+  p: { worker: string; leaseMs: string; lockedAt: string } = { worker: "$3", leaseMs: "$4", lockedAt: "now()" },
+): string {
+  return `UPDATE ${jobs} AS j
+          SET status = 'running', attempts = j.attempts + 1, locked_at = ${p.lockedAt}, locked_by = ${p.worker},
+              lease = pg_current_xact_id()::text::bigint,
+              lease_expires_at = now() + ${p.leaseMs}::float8 * interval '1 millisecond', updated_at = now()
+        WHERE j.id = ANY (ARRAY(SELECT id FROM ${picked})) AND j.status = 'pending'
+       RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease,
+                 j.run_at, j.created_at, j.headers, j.concurrency_key, j.locked_at`;
+}
+
 export function jobStatements(schema: string, tag: string) {
   const jobs = `${schema}.jobs`;
   const s = (name: string, text: string): Statement => ({ name: `skipq_${tag}_${name}`, text });
@@ -24,24 +59,46 @@ export function jobStatements(schema: string, tag: string) {
      * The CTE is MATERIALIZED so the planner cannot re-run the LIMITed select per
      * outer row (the "claim returns more rows than LIMIT" trap). SKIP LOCKED steps
      * over rows other claimers hold; the ORDER BY matches jobs_pending_claim.
+     * Queues that are paused or have limits (see sql/flow.ts) are left out here:
+     * the limited claim serves them, so this common path stays one index scan.
      */
     jobClaimBatch: s(
       "jobClaimBatch",
       `WITH picked AS MATERIALIZED (
          SELECT id FROM ${jobs}
-          WHERE status = 'pending' AND run_at <= now() AND queue = ANY($1::text[])
-            -- Paused queues: an InitPlan over the tiny queues table, evaluated once per claim.
-            AND queue <> ALL (ARRAY(SELECT name FROM ${schema}.queues WHERE paused_at IS NOT NULL))
+          WHERE status = 'pending' AND run_at <= now() AND queue = ANY (${claimableQueues(schema, "$1::text[]")})
           ORDER BY priority DESC, run_at, id
           LIMIT $2
           FOR UPDATE SKIP LOCKED)
-       UPDATE ${jobs} AS j
-          SET status = 'running', attempts = j.attempts + 1, locked_at = now(), locked_by = $3,
-              lease = pg_current_xact_id()::text::bigint,
-              lease_expires_at = now() + $4::float8 * interval '1 millisecond', updated_at = now()
-         FROM picked WHERE j.id = picked.id
-       RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease,
-                 j.run_at, j.created_at, j.headers, j.locked_at`,
+       ${claimUpdate(jobs, "picked")}`,
+    ),
+
+    /**
+     * jobClaimBatch with priority aging: jobs runnable for longer than $5 ms are
+     * taken first, oldest first, as if top priority; the rest fill the batch in
+     * priority order. Two index-ordered scans (jobs_pending_age, then
+     * jobs_pending_claim), each stopping after LIMIT rows; the second skips the
+     * aged rows by run_at so none is taken twice. A now()-relative "aged" flag
+     * cannot be indexed, hence two scans rather than one ORDER BY.
+     */
+    jobClaimBatchAged: s(
+      "jobClaimBatchAged",
+      `WITH aged AS MATERIALIZED (
+         SELECT id FROM ${jobs}
+          WHERE status = 'pending' AND run_at <= now() - $5::float8 * interval '1 millisecond'
+            AND queue = ANY (${claimableQueues(schema, "$1::text[]")})
+          ORDER BY run_at, id
+          LIMIT $2
+          FOR UPDATE SKIP LOCKED),
+       fresh AS MATERIALIZED (
+         SELECT id FROM ${jobs}
+          WHERE status = 'pending' AND run_at <= now() AND run_at > now() - $5::float8 * interval '1 millisecond'
+            AND queue = ANY (${claimableQueues(schema, "$1::text[]")})
+          ORDER BY priority DESC, run_at, id
+          LIMIT $2 - (SELECT count(*) FROM aged)
+          FOR UPDATE SKIP LOCKED),
+       picked AS (SELECT id FROM aged UNION ALL SELECT id FROM fresh)
+       ${claimUpdate(jobs, "picked")}`,
     ),
 
     /** Record successes in one statement; returns the ids whose lease still matched. */
@@ -92,8 +149,8 @@ export function jobStatements(schema: string, tag: string) {
     jobInsert: s(
       "jobInsert",
       `WITH ins AS (
-         INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers)
-         VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $10::jsonb)
+         INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key)
+         VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $10::jsonb, $11)
          ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
          RETURNING id, queue, run_at)
        SELECT id, CASE WHEN run_at <= now() THEN pg_notify($9, queue)::text END AS notified FROM ins`,
@@ -133,11 +190,11 @@ export function jobStatements(schema: string, tag: string) {
      */
     jobInsertMany: s(
       "jobInsertMany",
-      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers)
+      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key)
        SELECT r.queue, r.kind, r.payload, r.priority, r.max_attempts,
-              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.key, r.headers
+              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.key, r.headers, r.ckey
          FROM jsonb_to_recordset($1::jsonb) AS r(i int, queue text, kind text, payload jsonb, priority smallint,
-              max_attempts int, run_at timestamptz, delay_ms float8, key text, headers jsonb)
+              max_attempts int, run_at timestamptz, delay_ms float8, key text, headers jsonb, ckey text)
         ORDER BY r.i
        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING id, queue, idempotency_key`,

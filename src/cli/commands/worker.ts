@@ -12,9 +12,10 @@ import { defaultLogger } from "../../logger.js";
 import { createMetrics, type MetricsServer, serveMetrics } from "../../metrics.js";
 import type { WorkerOptions } from "../../worker.js";
 import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";
+import { schedulerFromTasks } from "../cron.js";
 import { describeTarget } from "../errors.js";
 import { collect, parseDuration, parseInteger, parseName } from "../parse.js";
-import { loadTasks } from "../tasks.js";
+import { loadTasksModule } from "../tasks.js";
 
 interface WorkerFlags {
   tasks: string;
@@ -58,6 +59,8 @@ The tasks module:
   export default {
     "send-email": async (payload, ctx) => { await mailer.send(payload.to, { signal: ctx.signal }); },
   };
+  // optional: periodic jobs, enqueued once per tick however many workers run (docs/scheduling.md)
+  export const cron = [{ expression: "0 * * * *", kind: "hourly-report", options: { timezone: "UTC" } }];
 
 Examples:
   $ skipq worker --tasks ./tasks.mjs
@@ -81,9 +84,11 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
       const metricsPort =
         flags.metricsPort === undefined ? undefined : parseInteger("--metrics-port", flags.metricsPort, 0, 65_535);
       const connectionString = requireDatabase(config);
-      const handlers = await loadTasks(flags.tasks);
+      const { handlers, cron } = await loadTasksModule(flags.tasks);
 
       const skipq = new Skipq({ connectionString, schema: config.schema, poolSize: 2, logger: defaultLogger });
+      // The module's `cron` export, checked before connecting; enqueued once per tick across all workers.
+      const scheduler = schedulerFromTasks(skipq, cron, flags.tasks);
       let stopped: Promise<void> | undefined;
       let signals = 0;
       const onSignal = (signal: NodeJS.Signals) => {
@@ -122,15 +127,19 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
           log(`metrics at ${metricsServer.url}`);
         }
         await active.start();
+        await scheduler?.start();
+        if (scheduler) active.once("stopped", () => void scheduler.stop());
         process.on("SIGTERM", onSignal);
         process.on("SIGINT", onSignal);
         log(
           `${active.id} running ${[...handlers.keys()].join(", ")} from queue${options.queues?.length === 1 ? "" : "s"} ${options.queues?.join(", ")} (concurrency ${active.concurrency}); schema "${config.schema}" at ${describeTarget(connectionString)}; ready`,
         );
         await stopped;
+        await scheduler?.stop();
         const s = active.stats;
         log(`stopped: ${s.completed} completed, ${s.failed} failed attempts, ${s.released} released to pending`);
       } catch (error) {
+        await scheduler?.stop().catch(() => undefined);
         await worker?.stop().catch(() => undefined);
         throw asCliError(error, config);
       } finally {
