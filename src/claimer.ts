@@ -90,7 +90,7 @@ export class Claimer {
         o.agingMs === undefined
           ? o.client.statement(sql.jobClaimBatch, [o.queues, limit, o.workerId, o.leaseMs])
           : o.client.statement(sql.jobClaimBatchAged, [o.queues, limit, o.workerId, o.leaseMs, o.agingMs]);
-      return (await o.pool.query(query)).rows;
+      return inClaimOrder((await o.pool.query(query)).rows, o.agingMs);
     }
     const text = limitedClaimText({
       schema: o.client.schemaSql,
@@ -106,7 +106,7 @@ export class Claimer {
     // No values: the simple protocol, so the lock statements and the claim run as one implicit transaction.
     const results = (await o.pool.query(text)) as unknown as pg.QueryResult | pg.QueryResult[];
     const last = Array.isArray(results) ? results[results.length - 1] : results;
-    return (last?.rows ?? []) as ClaimedRow[];
+    return inClaimOrder((last?.rows ?? []) as ClaimedRow[], o.agingMs);
   }
 
   /** Pauses `key` of `queue` (null: the whole queue) until `until` (database clock for durations). */
@@ -121,4 +121,23 @@ export class Claimer {
     this.limited = new Set([...this.limited, queue]);
     return rows[0].paused_until;
   }
+}
+
+/**
+ * Puts claimed rows back in the order the claim picked them: an UPDATE's
+ * RETURNING does not keep its input's order, and the worker starts (and
+ * prefetches) jobs in this order. Aged jobs first, oldest first; then priority,
+ * run_at, id — with "aged" judged against the claim's own locked_at, the
+ * database clock the claim itself used.
+ */
+export function inClaimOrder(rows: ClaimedRow[], agingMs: number | undefined): ClaimedRow[] {
+  const aged = (r: ClaimedRow) => agingMs !== undefined && r.run_at.getTime() <= r.locked_at.getTime() - agingMs;
+  return rows.sort((a, b) => {
+    const agedA = aged(a);
+    if (agedA !== aged(b)) return agedA ? -1 : 1;
+    if (!agedA && a.priority !== b.priority) return b.priority - a.priority;
+    const byRunAt = a.run_at.getTime() - b.run_at.getTime();
+    if (byRunAt !== 0) return byRunAt;
+    return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  });
 }

@@ -237,6 +237,7 @@ export class Skipq {
         row.delayMs,
         row.key,
         row.headers,
+        row.concurrencyKey,
       ]),
     );
     if (rows[0]) {

@@ -252,3 +252,29 @@ test("the database refuses a kind outside the allowlist even from plain SQL", as
     code: "23514",
   });
 });
+
+test("every enqueue path stores the concurrency key: single, shared singles, bulk with and without idempotency keys, transactional", async () => {
+  const client = await t.db.connect();
+  try {
+    await client.query("BEGIN");
+    const tx = await t.skipq.enqueueTx(client, "ck", {}, { queue: "ck", concurrencyKey: "tx" });
+    await client.query("COMMIT");
+    const [single, shared] = await Promise.all([
+      t.skipq.enqueue("ck", {}, { queue: "ck", concurrencyKey: "single" }),
+      t.skipq.enqueue("ck", {}, { queue: "ck", concurrencyKey: "shared" }),
+    ]);
+    const [keyless] = await t.skipq.enqueueMany([{ job: "ck", payload: {}, queue: "ck", concurrencyKey: "bulk" }]);
+    const [keyed] = await t.skipq.enqueueMany([
+      { job: "ck", payload: {}, queue: "ck", concurrencyKey: "bulk-keyed", idempotencyKey: "ck-1" },
+    ]);
+    const ids = [tx, single, shared, keyless, keyed].map((r) => r?.id);
+    const { rows } = await t.db.query(
+      `SELECT id, concurrency_key FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[])`,
+      [ids],
+    );
+    const byId = new Map(rows.map((r) => [r.id, r.concurrency_key]));
+    expect(ids.map((id) => byId.get(id))).toEqual(["tx", "single", "shared", "bulk", "bulk-keyed"]);
+  } finally {
+    client.release();
+  }
+});

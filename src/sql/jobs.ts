@@ -164,8 +164,8 @@ export function jobStatements(schema: string, tag: string) {
      */
     jobInsertQuiet: s(
       "jobInsertQuiet",
-      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers)
-       VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb)
+      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key)
+       VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb, $10)
        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING id, run_at <= now() AS due`,
     ),
@@ -203,11 +203,11 @@ export function jobStatements(schema: string, tag: string) {
     /** jobInsertMany for rows without idempotency keys: no ON CONFLICT, so no speculative insertion per row. */
     jobInsertManyKeyless: s(
       "jobInsertManyKeyless",
-      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, headers)
+      `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, headers, concurrency_key)
        SELECT r.queue, r.kind, r.payload, r.priority, r.max_attempts,
-              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.headers
+              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.headers, r.ckey
          FROM jsonb_to_recordset($1::jsonb) AS r(i int, queue text, kind text, payload jsonb, priority smallint,
-              max_attempts int, run_at timestamptz, delay_ms float8, headers jsonb)
+              max_attempts int, run_at timestamptz, delay_ms float8, headers jsonb, ckey text)
         ORDER BY r.i
        RETURNING id`,
     ),
