@@ -101,7 +101,8 @@ class Enqueue implements fc.AsyncCommand<Model, Real> {
       0,
       null,
       q.skipq.channel,
-      null,
+      null, // headers
+      null, // concurrency key
     ]);
     m.jobs.push({
       id: rows[0].id,
@@ -206,7 +207,7 @@ class Cancel implements fc.AsyncCommand<Model, Real> {
   check = (m: Model) => pick(m, this.k) !== undefined;
   async run(m: Model, r: Real) {
     const job = pick(m, this.k) as ModelJob;
-    const { rowCount } = await r.db.query(sql.admin.jobCancel, [job.id]);
+    const { rowCount } = await r.db.query(sql.admin.jobCancel, [job.id, q.skipq.channel]);
     const cancellable = job.status === "pending" || job.status === "running";
     expect(rowCount).toBe(cancellable ? 1 : 0);
     if (cancellable) {
