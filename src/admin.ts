@@ -39,6 +39,21 @@ export interface JobRow {
   updated_at: Date;
 }
 
+/** A job as lists show it: no payload (only its size), no lease or key details. */
+export type ListedJob = Omit<
+  JobRow,
+  | "payload"
+  | "lease"
+  | "idempotency_key"
+  | "locked_at"
+  | "lease_expires_at"
+  | "completed_at"
+  | "error_fingerprint"
+  | "headers"
+> & {
+  payload_bytes: number;
+};
+
 export interface QueueStats {
   queue: string;
   pending: number;
@@ -162,23 +177,7 @@ export class Admin {
     return rows[0];
   }
 
-  async listJobs(options: ListOptions = {}): Promise<
-    Array<
-      Omit<
-        JobRow,
-        | "payload"
-        | "lease"
-        | "idempotency_key"
-        | "locked_at"
-        | "lease_expires_at"
-        | "completed_at"
-        | "error_fingerprint"
-        | "headers"
-      > & {
-        payload_bytes: number;
-      }
-    >
-  > {
+  async listJobs(options: ListOptions = {}): Promise<ListedJob[]> {
     if (options.status !== undefined && !JOB_STATUSES.includes(options.status)) {
       throw new ValidationError(`status ${JSON.stringify(options.status)} is not one of ${JOB_STATUSES.join(", ")}`);
     }

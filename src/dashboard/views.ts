@@ -4,7 +4,7 @@
  * pages of jobs that are still moving refresh themselves with a meta tag.
  * Every value shown comes through `html` (escaped) or a redactor first.
  */
-import type { DeadGroup, JobRow, QueueOverview, WorkerPresence } from "../admin.js";
+import type { DeadGroup, JobRow, ListedJob, QueueOverview, WorkerPresence } from "../admin.js";
 import type { HealthWarning } from "../health.js";
 import { throughputChart } from "./chart.js";
 import { html, raw, type SafeHtml } from "./html.js";
@@ -162,20 +162,6 @@ export interface JobsFilter {
   search: string;
   before: string;
 }
-
-type ListedJob = Omit<
-  JobRow,
-  | "payload"
-  | "lease"
-  | "idempotency_key"
-  | "locked_at"
-  | "lease_expires_at"
-  | "completed_at"
-  | "error_fingerprint"
-  | "headers"
-> & {
-  payload_bytes: number;
-};
 
 export function jobsPage(
   ctx: PageContext,
