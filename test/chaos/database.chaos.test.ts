@@ -66,16 +66,26 @@ async function stallUpdates(q: ChaosQueue, when: string, times: number): Promise
   );
 }
 
-/** Terminates the worker backend that is sleeping inside the statement matching `like`; returns when it did. */
+/**
+ * Terminates the worker backend that is sleeping inside the statement matching `like`; returns when
+ * it did and the backend is gone. pg_terminate_backend only sends a signal: without the wait, the
+ * next call could find the same dying backend still listed and "terminate" it a second time.
+ */
 async function terminateStalled(q: ChaosQueue, like: string): Promise<number> {
-  return until(`a stalled statement like ${like}`, async () => {
+  const { pid, at } = await until(`a stalled statement like ${like}`, async () => {
     const { rows } = await q.db.query(
-      `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
-        WHERE application_name LIKE 'skipq-worker:%' AND state = 'active' AND wait_event = 'PgSleep' AND query LIKE $1`,
+      `SELECT pid, pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+        WHERE application_name LIKE 'skipq-worker:%' AND state = 'active' AND wait_event = 'PgSleep' AND query LIKE $1
+        LIMIT 1`,
       [like],
     );
-    return rows.length > 0 ? Date.now() : 0;
+    return rows.length > 0 ? { pid: rows[0].pid as number, at: Date.now() } : undefined;
   });
+  await until(`backend ${pid} gone`, async () => {
+    const { rows } = await q.db.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid]);
+    return rows.length === 0;
+  });
+  return at;
 }
 
 function inProcessWorker(q: ChaosQueue, onJob: (job: Job) => void = () => undefined): Worker {
