@@ -39,6 +39,12 @@ export interface SystemAdapter {
   /** Deletes every job (between repetitions). */
   reset(): Promise<void>;
   enqueueBulk(payloads: object[]): Promise<void>;
+  /**
+   * Brings the planner's statistics up to date after a bulk enqueue (VACUUM ANALYZE), as autovacuum
+   * would in a queue that has been running. Without it a fresh table's claim plan can be far off:
+   * graphile-worker drained 100k jobs at ~9k/s instead of ~37k/s here.
+   */
+  analyze(): Promise<void>;
   enqueueOne(payload: object): Promise<void>;
   startWorker(options: StartOptions): Promise<WorkerHandle>;
   /** Fills the table like the seeds' big one: `completed` terminal rows and `pending` runnable ones. Absent: n/a. */

@@ -172,6 +172,7 @@ async function main(): Promise<void> {
     for (let rep = 0; rep < sizes.reps; rep++) {
       await adapter.reset();
       await adapter.enqueueBulk(Array.from({ length: sizes.drain }, (_, i) => ({ i })));
+      await adapter.analyze();
       let count = 0;
       const worker = await adapter.startWorker({ concurrency, onJob: () => void count++ });
       const before = count;
@@ -268,6 +269,7 @@ async function main(): Promise<void> {
           for (let rep = 0; rep < sizes.reps; rep++) {
             // Top the queue back up to the full size (a drain stopped at the time bound leaves jobs behind).
             await adapter.enqueueBulk(payloads.slice(0, missing));
+            await adapter.analyze();
             let count = 0;
             const worker = await adapter.startWorker({
               concurrency,
@@ -321,6 +323,7 @@ async function main(): Promise<void> {
         let missing = sizes.drain;
         for (let rep = 0; rep < sizes.reps; rep++) {
           await adapter.enqueueBulk(payloads.slice(0, missing));
+          await adapter.analyze();
           const children = await Promise.all(Array.from({ length: sizes.procs }, () => spawnChild(env, key, tag, 10)));
           const counts = children.map(() => 0);
           for (const [n, child] of children.entries()) {
@@ -435,6 +438,7 @@ async function main(): Promise<void> {
         };
         await adapter.reset();
         await adapter.enqueueBulk(Array.from({ length: Math.max(2_000, sizes.claimSamples * 2) }, (_, i) => ({ i })));
+        await adapter.analyze();
         const small = await measure();
         await adapter.reset();
         const seedStart = performance.now();
@@ -512,6 +516,7 @@ async function main(): Promise<void> {
         }
         await adapter.reset();
         await adapter.enqueueBulk(payloads);
+        await adapter.analyze();
         const child = await spawnChild(env, key, tag, 100);
         let count = 0;
         child.process.on("message", (m: { type: string; n: number }) => {

@@ -42,6 +42,9 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
         await getQueue().addBulk(payloads.slice(i, i + 1000).map((data) => ({ name: "noop", data })));
       }
     },
+    async analyze() {
+      // Redis has no planner.
+    },
     async enqueueOne(payload) {
       await getQueue().add("noop", payload);
     },

@@ -34,6 +34,9 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
     async enqueueBulk(payloads) {
       await (await getUtils()).addJobs(payloads.map((payload) => ({ identifier: "noop", payload })));
     },
+    async analyze() {
+      await admin.query(`VACUUM ANALYZE "${schema}"._private_jobs`);
+    },
     async enqueueOne(payload) {
       await (await getUtils()).addJob("noop", payload);
     },
@@ -77,7 +80,7 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
         const n = Math.min(chunk, pending - done);
         await (await getUtils()).addJobs(Array.from({ length: n }, () => ({ identifier: "noop", payload: {} })));
       }
-      await admin.query(`VACUUM ANALYZE "${schema}"._private_jobs`);
+      await this.analyze();
       return `${pending} pending rows (completed jobs are deleted, so no terminal rows)`;
     },
     async teardown() {

@@ -42,6 +42,9 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
     async enqueueBulk(payloads) {
       await (await producer()).insert(payloads.map((data) => ({ name: QUEUE, data })));
     },
+    async analyze() {
+      await admin.query(`VACUUM ANALYZE "${schema}".job`);
+    },
     async enqueueOne(payload) {
       await (await producer()).send(QUEUE, payload);
     },
@@ -87,7 +90,7 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
         QUEUE,
         pending,
       ]);
-      await admin.query(`VACUUM ANALYZE "${schema}".job`);
+      await this.analyze();
       return `${completed} completed + ${pending} pending rows`;
     },
     async teardown() {

@@ -25,6 +25,9 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
     async enqueueBulk(payloads) {
       await skipq.enqueueMany(payloads.map((payload) => ({ job: "noop", payload })));
     },
+    async analyze() {
+      await admin.query(`VACUUM ANALYZE "${schema}".jobs`);
+    },
     async enqueueOne(payload) {
       await skipq.enqueue("noop", payload);
     },
@@ -57,7 +60,7 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
         `INSERT INTO "${schema}".jobs (kind, payload) SELECT 'noop', '{}' FROM generate_series(1, $1)`,
         [pending],
       );
-      await admin.query(`VACUUM ANALYZE "${schema}".jobs`);
+      await this.analyze();
       return `${completed} completed + ${pending} pending rows`;
     },
     async teardown() {
