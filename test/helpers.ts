@@ -8,6 +8,8 @@ import { promisify } from "node:util";
 import pg from "pg";
 import { Skipq, type SkipqOptions, silentLogger } from "../src/index.js";
 
+export { until } from "./until.js";
+
 export const DATABASE_URL = process.env.DATABASE_URL ?? "";
 if (!DATABASE_URL)
   throw new Error("DATABASE_URL is not set: run tests with `npm test`, which starts PostgreSQL when needed");
@@ -44,22 +46,6 @@ export async function testQueue(label: string, options: SkipqOptions = {}): Prom
       await db.end();
     },
   };
-}
-
-/** Polls `check` until it returns a truthy value, or fails after `timeoutMs`. */
-export async function until<T>(
-  what: string,
-  check: () => T | Promise<T>,
-  timeoutMs = 20_000,
-  everyMs = 20,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
 }
 
 export async function statusCounts(t: TestQueue): Promise<Record<string, number>> {

@@ -15,6 +15,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { Skipq, type SkipqOptions, silentLogger } from "../../src/index.js";
 import { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
+import { until as pollUntil } from "../until.js";
 import { type ChildConfig, type LedgerEntry, readLedger } from "./ledger.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -155,27 +156,16 @@ export async function statusCounts(q: ChaosQueue): Promise<Record<string, number
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
+/** `until` with the chaos suite's longer default wait (recoveries are measured in seconds). */
+export function until<T>(what: string, check: () => T | Promise<T>, timeoutMs = 30_000, everyMs = 25) {
+  return pollUntil(what, check, timeoutMs, everyMs);
+}
+
 export async function terminalCount(q: ChaosQueue): Promise<number> {
   const { rows } = await q.db.query(
     `SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE status IN ('completed', 'dead', 'cancelled')`,
   );
   return rows[0].n;
-}
-
-/** Polls `check` until truthy, or fails after `timeoutMs`. */
-export async function until<T>(
-  what: string,
-  check: () => T | Promise<T>,
-  timeoutMs = 30_000,
-  everyMs = 25,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
 }
 
 export interface ResultRow {
