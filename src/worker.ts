@@ -99,7 +99,7 @@ export interface WorkerOptions {
    * overlaps running handlers and each claim commits more jobs. The worker buffers only about two claim
    * round trips' worth of work at its measured handler speed: fast handlers get up to this many, slow ones
    * next to none. A job enqueued later with a higher priority waits behind at most this many. 0 claims only
-   * for free slots. Default 200.
+   * for free slots. Default 1000.
    */
   prefetch?: number;
   /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. Default "30s". */
@@ -134,7 +134,7 @@ export interface WorkerOptions {
   pool?: pg.Pool;
   /** Identifies this worker in locked_by. Default host:pid:random. */
   workerId?: string;
-  /** Most outcomes recorded per statement. Default 500. */
+  /** Most outcomes recorded per statement. Default 2000. */
   outcomeBatchSize?: number;
   /** Record this worker's id, queues and kinds in the workers table (for health checks), off the claim path. Default true. */
   presence?: boolean;
@@ -340,7 +340,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.queues.length === 0) throw new SkipqError("SKIPQ_INVALID_ARGUMENT", "queues must name at least one queue");
     this.queueSet = new Set(this.queues);
     this.concurrency = assertInt("concurrency", options.concurrency ?? 10, 1, 10_000);
-    this.prefetch = assertInt("prefetch", options.prefetch ?? 200, 0, 10_000);
+    this.prefetch = assertInt("prefetch", options.prefetch ?? 1000, 0, 10_000);
     this.batchSize = assertInt(
       "batchSize",
       options.batchSize ?? Math.min(this.concurrency + this.prefetch, 1000),
@@ -363,7 +363,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.jobTimeoutMs =
       options.jobTimeout === undefined ? undefined : toMs("jobTimeout", options.jobTimeout, { allowZero: false });
     this.backoff = { ...defaultBackoff, ...options.backoff };
-    this.outcomeBatchSize = assertInt("outcomeBatchSize", options.outcomeBatchSize ?? 500, 1, 10_000);
+    this.outcomeBatchSize = assertInt("outcomeBatchSize", options.outcomeBatchSize ?? 2000, 1, 10_000);
     this.id = options.workerId ?? `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
     this.logger = childLogger(client.logger, { worker: this.id });
 
