@@ -84,6 +84,30 @@ test("the plain, aging and limited claims are index scans, never a scan of the w
   await t.db.query(`DELETE FROM ${jobs}`);
 });
 
+test("outcome and heartbeat statements find their rows by primary key, never by scanning the history", async () => {
+  const jobs = `"${t.schema}".jobs`;
+  await t.db.query(`INSERT INTO ${jobs} (kind, status, completed_at)
+                    SELECT 'old', 'completed', now() FROM generate_series(1, 50000)`);
+  await t.db.query(`ANALYZE ${jobs}`);
+  const sql = t.skipq.sql;
+  // 2,000 ids, the default outcome batch: joined to unnest(...) alone, the planner scans every row.
+  const ids = Array.from({ length: 2000 }, (_, i) => String(i + 1));
+  const leases = ids.map(() => "1");
+  const statements = {
+    jobCompleteMany: [ids, leases],
+    jobSettleMany: [ids, leases, ids.map(() => "retry"), ids.map(() => "e"), ids.map(() => 0), ids.map(() => "f")],
+    jobHeartbeatMany: [ids, leases, 30000],
+  } as const;
+  for (const [name, values] of Object.entries(statements)) {
+    const plan = await explain(sql[name as keyof typeof statements].text, [...values]);
+    const scans = scansOfJobs(plan).filter((n) => n["Node Type"] !== "ModifyTable");
+    expect(scans.map((n) => `${name}: ${n["Node Type"]} ${n["Index Name"] ?? ""}`.trim())).toEqual([
+      `${name}: Index Scan jobs_pkey`,
+    ]);
+  }
+  await t.db.query(`DELETE FROM ${jobs}`);
+});
+
 test("under a steady high-priority flood, a low-priority job that waited the aging threshold is overtaken by no younger job", async () => {
   // Every high-priority job enqueues its replacement as it starts: the flood never ends.
   const flood = async () => {

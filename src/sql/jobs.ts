@@ -101,13 +101,17 @@ export function jobStatements(schema: string, tag: string) {
        ${claimUpdate(jobs, "picked")}`,
     ),
 
-    /** Record successes in one statement; returns the ids whose lease still matched. */
+    /**
+     * Record successes in one statement; returns the ids whose lease still matched. In this and the
+     * other batched updates below, `id = ANY ($1)` makes the rows a primary-key lookup: joined to
+     * unnest(...) alone, the planner hashes a scan of the whole table, history included, per batch.
+     */
     jobCompleteMany: s(
       "jobCompleteMany",
       `UPDATE ${jobs} AS j
           SET status = 'completed', completed_at = now(), updated_at = now(), lease = NULL, lease_expires_at = NULL
          FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
-        WHERE j.id = d.id AND j.lease = d.lease
+        WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
        RETURNING j.id`,
     ),
 
@@ -131,7 +135,7 @@ export function jobStatements(schema: string, tag: string) {
               lease = NULL, lease_expires_at = NULL, updated_at = now()
          FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::text[])
               AS d(id, lease, action, error, delay_ms, fingerprint)
-        WHERE j.id = d.id AND j.lease = d.lease
+        WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
        RETURNING j.id, j.status`,
     ),
 
@@ -141,7 +145,7 @@ export function jobStatements(schema: string, tag: string) {
       `UPDATE ${jobs} AS j
           SET locked_at = now(), lease_expires_at = now() + $3::float8 * interval '1 millisecond', updated_at = now()
          FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
-        WHERE j.id = d.id AND j.lease = d.lease
+        WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
        RETURNING j.id`,
     ),
 

@@ -77,14 +77,15 @@ export function outboxStatements(schema: string, tag: string) {
      * an event is recorded only when every older undelivered event of its key
      * is recorded in this same statement under its lease: a relay whose expired
      * run was partly taken over (the new holder claimed fewer events) cannot
-     * mark a later event delivered while an earlier one is not.
+     * mark a later event delivered while an earlier one is not. `id = ANY ($1)`
+     * here and below: rows by primary key, not a hash join over the whole table.
      */
     outboxDeliveredMany: s(
       "outboxDeliveredMany",
       `UPDATE ${outbox} AS o
           SET delivered_at = now(), lease = NULL, lease_expires_at = NULL, last_error = NULL
          FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
-        WHERE o.id = d.id AND o.lease = d.lease
+        WHERE o.id = ANY ($1::bigint[]) AND o.id = d.id AND o.lease = d.lease
           AND NOT EXISTS (SELECT 1 FROM ${outbox} e
                            WHERE e.key = o.key AND e.id < o.id AND e.delivered_at IS NULL
                              AND NOT EXISTS (SELECT 1 FROM unnest($1::bigint[], $2::bigint[]) AS m(id, lease)
@@ -99,7 +100,7 @@ export function outboxStatements(schema: string, tag: string) {
           SET lease = NULL, lease_expires_at = NULL, last_error = d.error,
               run_at = now() + d.delay_ms * interval '1 millisecond'
          FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::float8[]) AS d(id, lease, error, delay_ms)
-        WHERE o.id = d.id AND o.lease = d.lease
+        WHERE o.id = ANY ($1::bigint[]) AND o.id = d.id AND o.lease = d.lease
        RETURNING o.id`,
     ),
 
@@ -109,7 +110,7 @@ export function outboxStatements(schema: string, tag: string) {
       `UPDATE ${outbox} AS o
           SET lease = NULL, lease_expires_at = NULL, attempts = o.attempts - 1
          FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
-        WHERE o.id = d.id AND o.lease = d.lease
+        WHERE o.id = ANY ($1::bigint[]) AND o.id = d.id AND o.lease = d.lease
        RETURNING o.id`,
     ),
 
