@@ -6,50 +6,28 @@
  * Invariants: lost = 0; no job is left running without a live lease; workers
  * reconnect on their own and never exit.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Job, Worker } from "../../src/index.js";
-import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import {
   CHAOS_WORKER,
   type ChaosQueue,
-  chaosQueue,
   enqueueChaos,
-  killAllChildren,
   ledgerOf,
   maxOf,
   recordResult,
   SLACK_MS,
   spawnWorker,
-  startServer,
   statusCounts,
   terminalCount,
   until,
 } from "./harness.js";
 import { reconcile } from "./ledger.js";
+import { CHAOS_CONFIG, chaosSuite } from "./suite.js";
 
-const CONFIG = "lease 2s, heartbeat 0.5s, reaper 0.2s, poll 0.2s";
 const DRAIN_JOBS = Number(process.env.CHAOS_DRAIN_JOBS ?? 10_000);
-let server: EmbeddedPostgres;
-const queues: ChaosQueue[] = [];
-const workers: Worker[] = [];
-
-beforeAll(async () => {
-  server = await startServer();
-});
-afterEach(async () => {
-  await killAllChildren();
-  await Promise.all(workers.splice(0).map((w) => w.stop()));
-});
-afterAll(async () => {
-  for (const q of queues) await q.cleanup();
-  await server?.stop();
-});
-
-async function queue(label: string): Promise<ChaosQueue> {
-  const q = await chaosQueue(server.url, label);
-  queues.push(q);
-  return q;
-}
+const suite = chaosSuite();
+const queue = (label: string) => suite.queue(label);
+const { workers } = suite;
 
 /** Makes the first `times` row updates matching `when` sleep in the server, so a test can catch the statement mid-flight. */
 async function stallUpdates(q: ChaosQueue, when: string, times: number): Promise<void> {
@@ -123,7 +101,7 @@ describe("database faults", () => {
     recordResult({
       row: "D1",
       title: "pg_terminate_backend on the claim statement, 3 times (a trigger holds it mid-UPDATE)",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: 0,
       duplicates: runs.length - new Set(runs).size,
       recoveryMs: reconnect,
@@ -151,7 +129,7 @@ describe("database faults", () => {
     recordResult({
       row: "D3",
       title: "pg_terminate_backend on the outcome write (UPDATE … status = 'completed'), twice",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: 0,
       duplicates: runs.length - 20,
       staleRejected: worker.stats.staleOutcomes,
@@ -191,7 +169,7 @@ describe("database faults", () => {
     recordResult({
       row: "D4",
       title: "pg_terminate_backend on the LISTEN connection, 3 times",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: 0,
       duplicates: 0,
       recoveryMs: maxOf(reconnects),
@@ -202,7 +180,7 @@ describe("database faults", () => {
   it("D10: workers started while PostgreSQL is down wait for it, then claim, without exiting", async () => {
     const q = await queue("d10");
     await enqueueChaos(q, 20, {});
-    await server.halt();
+    await suite.server.halt();
     let readyAt = 0;
     try {
       const children = await Promise.all(
@@ -212,12 +190,12 @@ describe("database faults", () => {
         children.every((c) => ledgerOf(q, c.pid).some((e) => e.e === "starting")),
       );
       await new Promise((r) => setTimeout(r, 3000)); // the outage itself
-      await server.resume();
+      await suite.server.resume();
       readyAt = Date.now();
       await until("every job completed", async () => (await terminalCount(q)) === 20, 30_000);
       for (const c of children) expect(c.proc.exitCode).toBe(null);
     } finally {
-      await server.resume();
+      await suite.server.resume();
     }
     const firstClaim = ledgerOf(q).find((e) => e.e === "claimed")?.t ?? 0;
     const firstClaimMs = firstClaim - readyAt;
@@ -227,7 +205,7 @@ describe("database faults", () => {
     recordResult({
       row: "D10",
       title: "PostgreSQL down for 3 s when 2 worker processes start",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.duplicates,
       recoveryMs: firstClaimMs,
@@ -249,7 +227,7 @@ describe("database faults", () => {
       await until(`${fraction * 100} % drained`, async () => (await terminalCount(q)) >= jobs * fraction, 120_000, 50);
       const { rows } = await q.db.query(`SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE status = 'running'`);
       inFlight.push(rows[0].n);
-      await server.restart();
+      await suite.server.restart();
       const readyAt = Date.now();
       await until(
         "a claim after the restart",
@@ -272,7 +250,7 @@ describe("database faults", () => {
     recordResult({
       row: "D6",
       title: `PostgreSQL restarted at 10 / 50 / 90 % of a ${jobs.toLocaleString("en")}-job drain (3 processes × concurrency 20)`,
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.duplicates,
       duplicatesByReason: r.duplicatesByReason,

@@ -6,14 +6,10 @@
  * Invariant for every test: lost = 0, and every duplicate execution has a
  * named reason the fault explains.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
+import { describe, expect, it } from "vitest";
 import {
   CHAOS_WORKER,
-  type ChaosQueue,
-  chaosQueue,
   enqueueChaos,
-  killAllChildren,
   ledgerOf,
   maxOf,
   recordResult,
@@ -24,29 +20,10 @@ import {
   until,
 } from "./harness.js";
 import { type Fault, reconcile } from "./ledger.js";
+import { CHAOS_CONFIG, chaosSuite } from "./suite.js";
 
-const CONFIG = "lease 2s, heartbeat 0.5s, reaper 0.2s, poll 0.2s";
-let server: EmbeddedPostgres;
-const queues: ChaosQueue[] = [];
-
-beforeAll(async () => {
-  const { startServer } = await import("./harness.js");
-  server = await startServer();
-});
-afterEach(async () => {
-  await killAllChildren();
-});
-afterAll(async () => {
-  await killAllChildren();
-  for (const q of queues) await q.cleanup();
-  await server?.stop();
-});
-
-async function queue(label: string): Promise<ChaosQueue> {
-  const q = await chaosQueue(server.url, label);
-  queues.push(q);
-  return q;
-}
+const suite = chaosSuite();
+const queue = (label: string) => suite.queue(label);
 
 describe("process faults", () => {
   it("P1: SIGKILLing workers repeatedly during a drain loses no job, and every re-run is a reclaimed lease", async () => {
@@ -91,7 +68,7 @@ describe("process faults", () => {
     recordResult({
       row: "P1",
       title: "SIGKILL a random worker 4 times during a drain (4 processes × concurrency 10, 2,000 jobs of 200 ms)",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.duplicates,
       duplicatesByReason: r.duplicatesByReason,
@@ -121,7 +98,7 @@ describe("process faults", () => {
     recordResult({
       row: "P2",
       title: "SIGKILL after the handler succeeded, before the outcome commit (hook afterHandlerBeforeOutcome)",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.duplicates,
       duplicatesByReason: r.duplicatesByReason,
@@ -161,7 +138,7 @@ describe("process faults", () => {
     recordResult({
       row: "P3",
       title: "SIGKILL after the claim commit, before any handler started (hook afterClaimCommit, batch 5)",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.executions - r.distinctJobs,
       staleRejected: r.staleOutcomesRejected,
@@ -197,7 +174,7 @@ describe("process faults", () => {
     recordResult({
       row: "P4",
       title: "SIGTERM with in-flight jobs of 1.5 s, soft stop 10 s",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.duplicates,
       staleRejected: r.staleOutcomesRejected,
@@ -232,7 +209,7 @@ describe("process faults", () => {
     recordResult({
       row: "P5",
       title: "SIGTERM; handlers ignore the AbortSignal past the hard stop (soft 1 s + grace 0.5 s)",
-      config: `${CONFIG}, shutdownTimeout 1s, abortGrace 0.5s`,
+      config: `${CHAOS_CONFIG}, shutdownTimeout 1s, abortGrace 0.5s`,
       lost: r.lost,
       duplicates: r.duplicates,
       duplicatesByReason: r.duplicatesByReason,
@@ -262,7 +239,7 @@ describe("process faults", () => {
     recordResult({
       row: "P6",
       title: "Second SIGTERM 1 s into a 10 s soft stop (jobs of 30 s that honour the signal)",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.duplicates,
       other: `exit ${exitMs} ms after the second signal (bar 2 s); the 3 jobs released to pending`,
@@ -295,7 +272,7 @@ describe("process faults", () => {
       row: "P7",
       title:
         "Handlers throw Error / string / null / undefined / object / number, reject, reject late, float a rejection",
-      config: `${CONFIG}, maxAttempts 2, jobTimeout 100 ms`,
+      config: `${CHAOS_CONFIG}, maxAttempts 2, jobTimeout 100 ms`,
       lost: 0,
       duplicates: 0,
       other: `process crashes: 0; ${shapes.length}/${shapes.length} shapes retried once, then dead with last_error recorded`,
@@ -340,7 +317,7 @@ describe("process faults", () => {
     recordResult({
       row: "P8",
       title: "Two handlers never resolve among 200 jobs of 20 ms (concurrency 4, jobTimeout 300 ms)",
-      config: `${CONFIG}, jobTimeout 300 ms`,
+      config: `${CHAOS_CONFIG}, jobTimeout 300 ms`,
       lost: 0,
       duplicates: 0,
       other: `slot held by a stuck handler ≤ ${Math.max(...held)} ms (jobTimeout 300 ms); throughput vs baseline: ${(ratio * 100).toFixed(0)} % (${baseline} ms vs ${withStuck} ms); timed-out jobs recorded with SKIPQ_JOB_TIMEOUT: 2`,

@@ -8,53 +8,30 @@
  * a terminal job never moves (except by an operator's retry).
  */
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Admin, latestVersion, Skipq, silentLogger, type Worker } from "../../src/index.js";
-import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
+import { describe, expect, it } from "vitest";
+import { Admin, latestVersion, Skipq, silentLogger } from "../../src/index.js";
 import { Reaper } from "../../src/reaper.js";
 import { maintenanceStatements } from "../../src/sql/maintenance.js";
 import {
   CHAOS_WORKER,
-  type ChaosQueue,
-  chaosQueue,
   enqueueChaos,
-  killAllChildren,
   recordResult,
   spawnWorker,
-  startServer,
   statusCounts,
   terminalCount,
   until,
 } from "./harness.js";
 import { reconcile } from "./ledger.js";
+import { CHAOS_CONFIG, chaosSuite } from "./suite.js";
 
-const CONFIG = "lease 2s, heartbeat 0.5s, reaper 0.2s, poll 0.2s";
-let server: EmbeddedPostgres;
-const queues: ChaosQueue[] = [];
-const workers: Worker[] = [];
-
-beforeAll(async () => {
-  server = await startServer();
-});
-afterEach(async () => {
-  await killAllChildren();
-  await Promise.all(workers.splice(0).map((w) => w.stop()));
-});
-afterAll(async () => {
-  for (const q of queues) await q.cleanup();
-  await server?.stop();
-});
-
-async function queue(label: string): Promise<ChaosQueue> {
-  const q = await chaosQueue(server.url, label);
-  queues.push(q);
-  return q;
-}
+const suite = chaosSuite();
+const queue = (label: string) => suite.queue(label);
+const { workers } = suite;
 
 async function clients(n: number): Promise<pg.Client[]> {
   return Promise.all(
     Array.from({ length: n }, async () => {
-      const c = new pg.Client({ connectionString: server.url });
+      const c = new pg.Client({ connectionString: suite.server.url });
       c.on("error", () => undefined);
       await c.connect();
       return c;
@@ -120,7 +97,7 @@ describe("races", () => {
     recordResult({
       row: "C2",
       title: "3 processes × concurrency 20 drain 3,000 jobs, 5 % random failures, maxAttempts 3",
-      config: `${CONFIG}, backoff 20-50 ms`,
+      config: `${CHAOS_CONFIG}, backoff 20-50 ms`,
       lost: r.lost,
       duplicates: r.duplicates,
       other: `executions ${r.executions} = jobs ${r.distinctJobs} + retries ${r.policyRetries}; dead ${r.byStatus.dead ?? 0}; attempts > max: ${r.attemptsOverMax}`,
@@ -189,7 +166,7 @@ describe("races", () => {
     await enqueueChaos(q, 500, {});
     await q.db.query(q.skipq.sql.jobClaimBatch.text, [["default"], 500, "dead-worker", 30_000]);
     await q.db.query(`UPDATE ${s}.jobs SET lease_expires_at = now() - interval '1 second'`);
-    const pools = [1, 2, 3].map(() => new pg.Pool({ connectionString: server.url, max: 2 }));
+    const pools = [1, 2, 3].map(() => new pg.Pool({ connectionString: suite.server.url, max: 2 }));
     // Leaders elected by the advisory lock: at most one pass reaps at a time.
     const reapers = pools.map(
       (pool) => new Reaper({ pool, schema: q.schema, schemaSql: s, intervalMs: 1000, logger: silentLogger }),
@@ -240,7 +217,7 @@ describe("races", () => {
     const schema = `c5_${process.pid}`;
     const migrators = Array.from(
       { length: 20 },
-      () => new Skipq({ connectionString: server.url, schema, logger: silentLogger, poolSize: 2 }),
+      () => new Skipq({ connectionString: suite.server.url, schema, logger: silentLogger, poolSize: 2 }),
     );
     const started = Date.now();
     let failures = 0;
@@ -397,7 +374,7 @@ describe("races", () => {
     recordResult({
       row: "C8",
       title: "Operator cancels a running job",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: 0,
       duplicates: runs - 1,
       other: `state: cancelled; signal aborted ${abortMs} ms after the cancel (next heartbeat, every 500 ms); runs: ${runs}`,

@@ -8,49 +8,27 @@
  * large the history; every time comparison happens in the database.
  */
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { PoolTooSmallError, type Worker } from "../../src/index.js";
-import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
+import { describe, expect, it } from "vitest";
+import { PoolTooSmallError } from "../../src/index.js";
 import {
   CHAOS_WORKER,
   type ChaosQueue,
-  chaosQueue,
   enqueueChaos,
-  killAllChildren,
   ledgerOf,
   recordResult,
   SLACK_MS,
   spawnWorker,
-  startServer,
   statusCounts,
   terminalCount,
   until,
 } from "./harness.js";
 import { reconcile } from "./ledger.js";
+import { CHAOS_CONFIG, chaosSuite } from "./suite.js";
 
-const CONFIG = "lease 2s, heartbeat 0.5s, reaper 0.2s, poll 0.2s";
 const HISTORY_ROWS = Number(process.env.CHAOS_HISTORY_ROWS ?? 1_000_000);
-let server: EmbeddedPostgres;
-const queues: ChaosQueue[] = [];
-const workers: Worker[] = [];
-
-beforeAll(async () => {
-  server = await startServer();
-});
-afterEach(async () => {
-  await killAllChildren();
-  await Promise.all(workers.splice(0).map((w) => w.stop()));
-});
-afterAll(async () => {
-  for (const q of queues) await q.cleanup();
-  await server?.stop();
-});
-
-async function queue(label: string): Promise<ChaosQueue> {
-  const q = await chaosQueue(server.url, label);
-  queues.push(q);
-  return q;
-}
+const suite = chaosSuite();
+const queue = (label: string) => suite.queue(label);
+const { workers } = suite;
 
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -61,10 +39,10 @@ describe("pools, scale and time", () => {
   it("R1: handlers holding every pool client they can get never starve heartbeats or outcomes", async () => {
     const q = await queue("r1");
     const concurrency = 6;
-    const tooSmall = new pg.Pool({ connectionString: server.url, max: concurrency });
+    const tooSmall = new pg.Pool({ connectionString: suite.server.url, max: concurrency });
     expect(() => q.skipq.worker({ ...CHAOS_WORKER, concurrency, pool: tooSmall })).toThrow(PoolTooSmallError);
     await tooSmall.end();
-    const shared = new pg.Pool({ connectionString: server.url, max: 4 + concurrency });
+    const shared = new pg.Pool({ connectionString: suite.server.url, max: 4 + concurrency });
     shared.on("error", () => undefined);
     const worker = q.skipq.worker({ ...CHAOS_WORKER, concurrency, pool: shared });
     workers.push(worker);
@@ -109,7 +87,7 @@ describe("pools, scale and time", () => {
       row: "R1",
       title:
         "6 handlers each hold a client of the worker's pool (max 10 = 4 reserved + 6) for 2.5 s, longer than the lease",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: 0,
       duplicates: runs.length - 12,
       other: `heartbeat misses (leases lost): 0; reaped: 0; outcome recorded ≤ ${Math.max(...delays)} ms after the handler ended (polled every 20 ms); a pool of exactly concurrency is refused with PoolTooSmallError`,
@@ -201,7 +179,7 @@ describe("pools, scale and time", () => {
       row: "T1",
       title:
         "One worker's clock +5 min (injected Date): 5 jobs scheduled 3 s ahead; another worker's 4 s job under lease",
-      config: CONFIG,
+      config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.duplicates,
       other: `earliest start − run_at (DB time): ${worst.toFixed(0)} ms (bar ≥ −poll 200 ms); premature reclaims: 0`,
