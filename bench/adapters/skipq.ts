@@ -1,10 +1,11 @@
 /**
- * skipq's bench adapter: the public API only (enqueueMany, enqueue, worker),
+ * skipq's bench adapter: the public API only (enqueueMany, enqueue, worker), imported
+ * as users import it (the built package, `skipq`, not the TypeScript sources through tsx),
  * with default settings, in its own schema. Seeding the big table is plain SQL
  * (the seeds' shape: terminal rows first, runnable ones after).
  */
 import pg from "pg";
-import { Skipq, silentLogger } from "../../src/index.js";
+import { Skipq, silentLogger } from "skipq";
 import { type AdapterFactory, type SystemAdapter, timedPool } from "../lib.js";
 
 export const create: AdapterFactory = (env, tag): SystemAdapter => {
