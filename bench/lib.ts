@@ -28,6 +28,8 @@ export interface StartOptions {
   onClaim?: (ms: number) => void;
   /** One job per claim (claim latency scenario). */
   single?: boolean;
+  /** Claims of at most this many jobs and no claiming ahead (the floor's batch size); skipq only. */
+  batch?: number;
 }
 
 export interface SystemAdapter {

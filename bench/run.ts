@@ -175,15 +175,18 @@ async function main(): Promise<void> {
     log(`${adapter.name}: ${unavailable ?? "ready"}`);
   }
   const drainResults = new Map<number, number>(); // skipq drain jobs/s by concurrency, for the floor
-  /** skipq's drain at one concurrency (median of reps), when scenario 3 did not run in this invocation. */
-  const skipqDrain = async (adapter: SystemAdapter, concurrency: number): Promise<number> => {
+  /**
+   * skipq's drain at one concurrency (median of reps): with `batch`, claims of at most that many jobs
+   * and no prefetch (the floor's batch size); without, defaults (when scenario 3 did not run).
+   */
+  const skipqDrain = async (adapter: SystemAdapter, concurrency: number, batch?: number): Promise<number> => {
     const rates: number[] = [];
     for (let rep = 0; rep < sizes.reps; rep++) {
       await adapter.reset();
       await adapter.enqueueBulk(Array.from({ length: sizes.drain }, (_, i) => ({ i })));
       await adapter.analyze();
       let count = 0;
-      const worker = await adapter.startWorker({ concurrency, onJob: () => void count++ });
+      const worker = await adapter.startWorker({ concurrency, batch, onJob: () => void count++ });
       const before = count;
       const t0 = performance.now();
       await waitFor(() => count >= sizes.drain, Date.now() + sizes.drainLimitMs);
@@ -191,7 +194,7 @@ async function main(): Promise<void> {
       rates.push((count - before) / ((performance.now() - t0) / 1000));
     }
     await adapter.reset();
-    log(`skipq drain c${concurrency} for the floor: ${fmt(median(rates))} jobs/s`);
+    log(`skipq drain c${concurrency}${batch ? ` claims of ${batch}` : ""} for the floor: ${fmt(median(rates))} jobs/s`);
     return median(rates);
   };
 
@@ -489,25 +492,36 @@ async function main(): Promise<void> {
 
     7: async () => {
       const rows: Cell[][] = [];
+      const share = (ours: number | undefined, floor: number | undefined) =>
+        ours === undefined || floor === undefined ? "—" : `**${fmt((100 * ours) / floor)}%**`;
       for (const batch of [10, 50]) {
         const floor = await runFloor({ databaseUrl, batch, jobs: sizes.drain, tag, log });
         const skipq = systems.find((s) => s.key === "skipq" && !s.unavailable);
         if (!drainResults.has(batch) && skipq) drainResults.set(batch, await skipqDrain(skipq.adapter, batch));
         const ours = drainResults.get(batch);
+        const sameBatch = skipq ? await skipqDrain(skipq.adapter, batch, batch) : undefined;
         rows.push([
           String(batch),
           floor.jobsPerSecond === undefined ? floor.note : fmt(floor.jobsPerSecond),
+          sameBatch === undefined ? "skipq not run" : fmt(sameBatch),
+          share(sameBatch, floor.jobsPerSecond),
           ours === undefined ? "skipq not run" : fmt(ours),
-          ours === undefined || floor.jobsPerSecond === undefined
-            ? "—"
-            : `**${fmt((100 * ours) / floor.jobsPerSecond)}%**`,
+          share(ours, floor.jobsPerSecond),
           floor.note,
         ]);
       }
       tables.push({
         title: "7. The floor: PostgreSQL's own rate for claim-batch + complete-batch (pgbench, no Node)",
-        note: "The same claim statement as skipq's worker and its batched completion, each its own transaction, driven by pgbench with prepared statements; skipq's drain from scenario 3 (one process, concurrency = batch) as a share of it.",
-        header: ["batch", "pgbench jobs/s", "skipq drain jobs/s", "skipq / floor", "pgbench run"],
+        note: "The same claim statement as skipq's worker and its batched completion, each its own transaction, driven by pgbench with prepared statements. skipq's drain (one process, concurrency = batch) as a share of it: with claims of the same batch size (batchSize = batch, prefetch 0), and with its defaults (scenario 3; prefetch lets a claim take up to 1000 jobs).",
+        header: [
+          "batch",
+          "pgbench jobs/s",
+          "skipq, claims of batch",
+          "share of floor",
+          "skipq, defaults",
+          "share of floor",
+          "pgbench run",
+        ],
         rows,
       });
     },

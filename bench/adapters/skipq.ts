@@ -32,11 +32,12 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
     async enqueueOne(payload) {
       await skipq.enqueue("noop", payload);
     },
-    async startWorker({ concurrency, onJob, onClaim, single }) {
+    async startWorker({ concurrency, onJob, onClaim, single, batch }) {
       const pool = onClaim ? timedPool(env.databaseUrl, 4 + concurrency, /SKIP LOCKED/, onClaim) : undefined;
       const worker = skipq.worker({
         concurrency,
         ...(single ? { batchSize: 1, prefetch: 0 } : {}),
+        ...(batch ? { batchSize: batch, prefetch: 0 } : {}),
         ...(pool ? { pool } : {}),
       });
       worker.register("noop", (payload) => {
