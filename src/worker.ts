@@ -30,6 +30,7 @@ import {
   SkipqError,
   UnknownKindError,
 } from "./errors.js";
+import { LazyAbortController } from "./internal/lazyAbort.js";
 import { type JobDefinition, type PayloadOf, validatePayload } from "./job.js";
 import { Listener } from "./listener.js";
 import { childLogger, type Logger } from "./logger.js";
@@ -178,7 +179,7 @@ export interface WorkerEvents {
 interface Running {
   job: Job;
   lease: string;
-  controller: AbortController;
+  controller: LazyAbortController;
   startedAt: number;
   /** The claim span's context, for the execution span (OpenTelemetry). */
   trace: TraceContext | undefined;
@@ -651,7 +652,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const running: Running = {
         job,
         lease: row.lease,
-        controller: new AbortController(),
+        controller: new LazyAbortController(),
         startedAt: 0,
         trace,
         detached: false,
@@ -713,14 +714,22 @@ export class Worker extends EventEmitter<WorkerEvents> {
           throw error instanceof PayloadInvalidError ? new FailPermanently(error.message, { cause: error }) : error;
         }
       }
+      const logger = this.logger;
+      let log: Logger | undefined;
       const ctx: JobContext = {
         job: { ...job, payload },
         id: job.id,
         attempt: job.attempt,
-        signal: controller.signal,
+        // Made on first use: most handlers read neither.
+        get signal() {
+          return controller.signal;
+        },
         heartbeat: () => this.heartbeatOne(running),
         pauseKey: (until, key) => this.pauseKey(job, until, key),
-        log: childLogger(this.logger, { jobId: job.id, kind: job.kind, attempt: job.attempt }),
+        get log() {
+          log ??= childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
+          return log;
+        },
       };
       const result = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
       // A handler that rejects after we stopped waiting must never become an unhandled rejection.
@@ -742,7 +751,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
     } catch (error) {
       failure = error;
-      outcome = this.classify(error, controller.signal);
+      outcome = this.classify(error, controller);
     } finally {
       clearTimeout(timer);
     }
@@ -755,7 +764,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const tookMs = performance.now() - running.startedAt;
     this.handlerMs = this.handlerMs === undefined ? tookMs : 0.8 * this.handlerMs + 0.2 * tookMs;
     if (running.detached) {
-      const code = controller.signal.reason instanceof SkipqError ? controller.signal.reason.code : undefined;
+      const code = controller.reason instanceof SkipqError ? controller.reason.code : undefined;
       outcome = code === "SKIPQ_LEASE_LOST" ? "lease-lost" : code === "SKIPQ_CANCEL" ? "cancelled" : "released";
     } else {
       this.record(running, outcome, failure);
@@ -764,7 +773,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.emit("jobEnd", job, outcome, performance.now() - running.startedAt, failure);
   }
 
-  private classify(error: unknown, signal: AbortSignal): Outcome {
+  private classify(error: unknown, signal: { aborted: boolean; reason: unknown }): Outcome {
     if (error instanceof RetryIn) return "snoozed";
     if (error instanceof FailPermanently) return "dead";
     if (error instanceof CancelJob) return "cancelled";
