@@ -218,7 +218,9 @@ describe("database faults", () => {
     const jobs = DRAIN_JOBS;
     await enqueueChaos(q, jobs, {});
     const children = await Promise.all(
-      [1, 2, 3].map(() => spawnWorker(q, { worker: { ...CHAOS_WORKER, concurrency: 20 } })),
+      // prefetch 100: the three workers hold at most 360 jobs, so the 1,000 left at the last restart
+      // still need claims (with the default 1000 they could all sit in the buffers already).
+      [1, 2, 3].map(() => spawnWorker(q, { worker: { ...CHAOS_WORKER, concurrency: 20, prefetch: 100 } })),
     );
     const startedAt = Date.now();
     const firstClaims: number[] = [];
