@@ -266,7 +266,7 @@ export class Sagas {
           job: nextJob,
         });
       }
-      return this.compensateFrom(tx, saga, state.id, payload.step, '{"status":"compensated"}', null);
+      return this.compensateFrom(tx, saga, state.id, payload.step, "compensating", '{"status":"compensated"}', null);
     });
   }
 
@@ -279,26 +279,16 @@ export class Sagas {
     error: string,
     guardJob: string | null,
   ): Promise<boolean> {
-    const patch = JSON.stringify({ status: "failed", error });
-    const target = await this.nextCompensation(id, saga, step - 1);
-    if (target === undefined) {
-      return this.transition(tx, id, "running", step, patch, {
-        status: "compensated",
-        step,
-        job: null,
-        error,
-        guardJob,
-      });
-    }
-    const job = await this.enqueueStep(tx, saga, { saga: id, step: target, phase: "compensate" });
-    // Steps between target and step without a compensation count as compensated (nothing to undo).
-    return this.transition(tx, id, "running", step, patch, {
-      status: "compensating",
-      step: target,
-      job,
-      error,
+    return this.compensateFrom(
+      tx,
+      saga,
+      id,
+      step,
+      "running",
+      JSON.stringify({ status: "failed", error }),
       guardJob,
-    });
+      error,
+    );
   }
 
   /** A compensation died: the saga is failed and needs an operator. */
@@ -318,29 +308,29 @@ export class Sagas {
     });
   }
 
-  /** After step `from` is compensated: enqueue the next lower compensation, or finish. */
+  /**
+   * After step `from` failed (the saga is `running`) or was compensated (`compensating`): enqueue the
+   * next lower compensation, or finish as compensated. Steps between without a compensation count as
+   * compensated (nothing to undo).
+   */
   private async compensateFrom(
     tx: Queryable,
     saga: AnySaga,
     id: string,
     from: number,
+    fromStatus: "running" | "compensating",
     patch: string,
     guardJob: string | null,
+    error?: string,
   ): Promise<boolean> {
     const target = await this.nextCompensation(id, saga, from - 1);
-    if (target === undefined) {
-      return this.transition(tx, id, "compensating", from, patch, {
-        status: "compensated",
-        step: from,
-        job: null,
-        guardJob,
-      });
-    }
-    const job = await this.enqueueStep(tx, saga, { saga: id, step: target, phase: "compensate" });
-    return this.transition(tx, id, "compensating", from, patch, {
-      status: "compensating",
-      step: target,
+    const job =
+      target === undefined ? null : await this.enqueueStep(tx, saga, { saga: id, step: target, phase: "compensate" });
+    return this.transition(tx, id, fromStatus, from, patch, {
+      status: target === undefined ? "compensated" : "compensating",
+      step: target ?? from,
       job,
+      error,
       guardJob,
     });
   }
