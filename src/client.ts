@@ -100,6 +100,22 @@ interface Row {
   concurrencyKey: string | null;
 }
 
+/** A row's values as the single-insert statements take them ($1–$10). */
+function insertValues(row: Row): unknown[] {
+  return [
+    row.queue,
+    row.kind,
+    row.payload,
+    row.priority,
+    row.maxAttempts,
+    row.runAt,
+    row.delayMs,
+    row.key,
+    row.headers,
+    row.concurrencyKey,
+  ];
+}
+
 interface PendingSingle {
   row: Row;
   resolve: (result: EnqueueResult) => void;
@@ -226,20 +242,7 @@ export class Skipq {
   }
 
   private async insertQuiet(row: Row): Promise<EnqueueResult> {
-    const { rows } = await this.pool.query(
-      this.statement(this.sql.jobInsertQuiet, [
-        row.queue,
-        row.kind,
-        row.payload,
-        row.priority,
-        row.maxAttempts,
-        row.runAt,
-        row.delayMs,
-        row.key,
-        row.headers,
-        row.concurrencyKey,
-      ]),
-    );
+    const { rows } = await this.pool.query(this.statement(this.sql.jobInsertQuiet, insertValues(row)));
     if (rows[0]) {
       if (rows[0].due) this.notifier.nudge(row.queue);
       return { id: rows[0].id, created: true };
@@ -272,21 +275,7 @@ export class Skipq {
     traceHeaders: TraceHeaders,
   ): Promise<EnqueueResult> {
     const row = await this.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
-    const { rows } = await tx.query(
-      this.statement(this.sql.jobInsert, [
-        row.queue,
-        row.kind,
-        row.payload,
-        row.priority,
-        row.maxAttempts,
-        row.runAt,
-        row.delayMs,
-        row.key,
-        this.channel,
-        row.headers,
-        row.concurrencyKey,
-      ]),
-    );
+    const { rows } = await tx.query(this.statement(this.sql.jobInsert, [...insertValues(row), this.channel]));
     if (rows[0]) return { id: rows[0].id, created: true };
     const existing = await tx.query(this.statement(this.sql.jobFindByKey, [row.queue, row.key]));
     if (!existing.rows[0]) {

@@ -149,15 +149,18 @@ export function jobStatements(schema: string, tag: string) {
        RETURNING j.id`,
     ),
 
-    /** Insert one job; nothing (and no row) when its idempotency key exists. Notifies on commit, queue name only. */
+    /**
+     * Insert one job ($1–$10 as jobInsertQuiet); nothing (and no row) when its idempotency key exists.
+     * Notifies channel $11 on commit, queue name only.
+     */
     jobInsert: s(
       "jobInsert",
       `WITH ins AS (
          INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key)
-         VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $10::jsonb, $11)
+         VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb, $10)
          ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
          RETURNING id, queue, run_at)
-       SELECT id, CASE WHEN run_at <= now() THEN pg_notify($9, queue)::text END AS notified FROM ins`,
+       SELECT id, CASE WHEN run_at <= now() THEN pg_notify($11, queue)::text END AS notified FROM ins`,
     ),
 
     /**

@@ -100,9 +100,9 @@ class Enqueue implements fc.AsyncCommand<Model, Real> {
       null,
       0,
       null,
-      q.skipq.channel,
       null, // headers
       null, // concurrency key
+      q.skipq.channel,
     ]);
     m.jobs.push({
       id: rows[0].id,
