@@ -175,27 +175,48 @@ async function main(): Promise<void> {
     log(`${adapter.name}: ${unavailable ?? "ready"}`);
   }
   const drainResults = new Map<number, number>(); // skipq drain jobs/s by concurrency, for the floor
+  const drainPayloads = Array.from({ length: sizes.drain }, (_, i) => ({ i }));
   /**
-   * skipq's drain at one concurrency (median of reps): with `batch`, claims of at most that many jobs
-   * and no prefetch (the floor's batch size); without, defaults (when scenario 3 did not run).
+   * `sizes.reps` drains of a queue of `sizes.drain` jobs, topped back up before each (a drain stopped at
+   * the time bound leaves jobs behind); `once` runs one drain and says how many jobs it handled, in how
+   * long, and whether it finished within the bound. Median jobs/s, every rep's rate, and whether any stopped early.
    */
-  const skipqDrain = async (adapter: SystemAdapter, concurrency: number, batch?: number): Promise<number> => {
+  const drainReps = async (
+    adapter: SystemAdapter,
+    once: () => Promise<{ handled: number; ms: number; done: boolean }>,
+  ): Promise<{ rate: number; rates: number[]; partial: boolean }> => {
     const rates: number[] = [];
+    let partial = false;
+    await adapter.reset();
+    let missing = sizes.drain;
     for (let rep = 0; rep < sizes.reps; rep++) {
-      await adapter.reset();
-      await adapter.enqueueBulk(Array.from({ length: sizes.drain }, (_, i) => ({ i })));
+      await adapter.enqueueBulk(drainPayloads.slice(0, missing));
       await adapter.analyze();
-      let count = 0;
-      const worker = await adapter.startWorker({ concurrency, batch, onJob: () => void count++ });
-      const before = count;
-      const t0 = performance.now();
-      await waitFor(() => count >= sizes.drain, Date.now() + sizes.drainLimitMs);
-      await worker.stop(); // writes the outcomes it buffered: a job counts once its completion is recorded
-      rates.push((count - before) / ((performance.now() - t0) / 1000));
+      const { handled, ms, done } = await once();
+      partial ||= !done;
+      rates.push(handled / (ms / 1000));
+      missing = Math.min(sizes.drain, handled);
     }
     await adapter.reset();
-    log(`skipq drain c${concurrency}${batch ? ` claims of ${batch}` : ""} for the floor: ${fmt(median(rates))} jobs/s`);
-    return median(rates);
+    return { rate: median(rates), rates, partial };
+  };
+  /** One drain by one in-process worker; with `batch`, claims of at most that many jobs and no prefetch. */
+  const inProcessDrain = (adapter: SystemAdapter, concurrency: number, batch?: number) => async () => {
+    let count = 0;
+    const worker = await adapter.startWorker({ concurrency, batch, onJob: () => void count++ });
+    // The clock starts once the worker is up; jobs it took during start-up are not counted.
+    const before = count;
+    const t0 = performance.now();
+    const done = await waitFor(() => count >= sizes.drain, Date.now() + sizes.drainLimitMs);
+    // Stopping writes the completions a worker still buffers: the clock runs until they are recorded.
+    await worker.stop();
+    return { handled: count - before, ms: performance.now() - t0, done };
+  };
+  /** skipq's drain for the floor: with `batch`, the floor's batch size; without, defaults (scenario 3 not run). */
+  const skipqDrain = async (adapter: SystemAdapter, concurrency: number, batch?: number): Promise<number> => {
+    const { rate } = await drainReps(adapter, inProcessDrain(adapter, concurrency, batch));
+    log(`skipq drain c${concurrency}${batch ? ` claims of ${batch}` : ""} for the floor: ${fmt(rate)} jobs/s`);
+    return rate;
   };
 
   const scenarios: Record<number, () => Promise<void>> = {
@@ -268,40 +289,12 @@ async function main(): Promise<void> {
       for (const concurrency of [10, 50]) {
         const results = new Map<string, number>();
         const rows: Cell[][] = [];
-        const payloads = Array.from({ length: sizes.drain }, (_, i) => ({ i }));
         for (const { adapter, unavailable } of systems) {
           if (unavailable) {
             rows.push([adapter.name, unavailable, ""]);
             continue;
           }
-          const rates: number[] = [];
-          let partial = false;
-          await adapter.reset();
-          let missing = sizes.drain;
-          for (let rep = 0; rep < sizes.reps; rep++) {
-            // Top the queue back up to the full size (a drain stopped at the time bound leaves jobs behind).
-            await adapter.enqueueBulk(payloads.slice(0, missing));
-            await adapter.analyze();
-            let count = 0;
-            const worker = await adapter.startWorker({
-              concurrency,
-              onJob: () => {
-                count++;
-              },
-            });
-            // The clock starts once the worker is up; jobs it took during start-up are not counted.
-            const before = count;
-            const t0 = performance.now();
-            const done = await waitFor(() => count >= sizes.drain, Date.now() + sizes.drainLimitMs);
-            // Stopping writes the completions a worker still buffers: the clock runs until they are recorded.
-            await worker.stop();
-            const elapsed = performance.now() - t0;
-            partial ||= !done;
-            rates.push((count - before) / (elapsed / 1000));
-            missing = Math.min(sizes.drain, count);
-          }
-          await adapter.reset();
-          const rate = median(rates);
+          const { rate, rates, partial } = await drainReps(adapter, inProcessDrain(adapter, concurrency));
           results.set(adapter.name, rate);
           if (adapter.name === "skipq") drainResults.set(concurrency, rate);
           rows.push([
@@ -324,19 +317,12 @@ async function main(): Promise<void> {
     4: async () => {
       const results = new Map<string, number>();
       const rows: Cell[][] = [];
-      const payloads = Array.from({ length: sizes.drain }, (_, i) => ({ i }));
       for (const { key, adapter, unavailable } of systems) {
         if (unavailable) {
           rows.push([adapter.name, unavailable, ""]);
           continue;
         }
-        const rates: number[] = [];
-        let partial = false;
-        await adapter.reset();
-        let missing = sizes.drain;
-        for (let rep = 0; rep < sizes.reps; rep++) {
-          await adapter.enqueueBulk(payloads.slice(0, missing));
-          await adapter.analyze();
+        const { rate, rates, partial } = await drainReps(adapter, async () => {
           const children = await Promise.all(Array.from({ length: sizes.procs }, () => spawnChild(env, key, tag, 10)));
           const counts = children.map(() => 0);
           for (const [n, child] of children.entries()) {
@@ -349,16 +335,8 @@ async function main(): Promise<void> {
           for (const child of children) child.process.send({ type: "go" });
           const done = await waitFor(() => total() >= sizes.drain, Date.now() + sizes.drainLimitMs);
           const stopped = await Promise.all(children.map((child) => child.stop()));
-          const elapsed = performance.now() - t0;
-          partial ||= !done;
-          rates.push(total() / (elapsed / 1000));
-          missing = Math.min(
-            sizes.drain,
-            stopped.reduce((sum, r) => sum + r.n, 0),
-          );
-        }
-        await adapter.reset();
-        const rate = median(rates);
+          return { handled: stopped.reduce((sum, r) => sum + r.n, 0), ms: performance.now() - t0, done };
+        });
         results.set(adapter.name, rate);
         rows.push([
           adapter.name,
