@@ -53,10 +53,10 @@ export function parseDate(flag: string, text: string): Date {
   return date;
 }
 
-/** A job id such as `job 42`. */
-export function parseId(text: string): string {
+/** A positive id such as `job 42` (what: "job id", "saga id"; hint: where such ids come from). */
+export function parseId(text: string, what = "job id", hint = "list ids with `skipq jobs`"): string {
   if (!/^[1-9][0-9]{0,18}$/.test(text.trim())) {
-    throw new CliError(`job id ${JSON.stringify(text)} is not a positive whole number: list ids with \`skipq jobs\``);
+    throw new CliError(`${what} ${JSON.stringify(text)} is not a positive whole number: ${hint}`);
   }
   return text.trim();
 }

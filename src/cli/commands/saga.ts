@@ -6,6 +6,7 @@ import type { Command } from "commander";
 import { getSaga } from "../../saga.js";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
+import { parseId } from "../parse.js";
 
 export function sagaCommand(program: Command): void {
   program
@@ -21,13 +22,9 @@ Examples:
   $ skipq saga 7 --json | jq -r .status`,
     )
     .action(async (idText: string, options: { json?: boolean }, command: Command) => {
-      if (!/^[1-9][0-9]{0,18}$/.test(idText.trim())) {
-        throw new CliError(
-          `saga id ${JSON.stringify(idText)} is not a positive whole number: it is what Sagas.startSaga returned`,
-        );
-      }
+      const id = parseId(idText, "saga id", "it is what Sagas.startSaga returned");
       await withSession(command, async ({ skipq, config }) => {
-        const saga = await getSaga(skipq, idText.trim());
+        const saga = await getSaga(skipq, id);
         if (!saga) {
           throw new CliError(
             `saga ${idText} does not exist in schema "${config.schema}": check the id, or pass the schema with --schema`,
