@@ -5,8 +5,8 @@
  * It creates and drops its own schema; it changes nothing else.
  */
 import pg from "pg";
-import { Claimer } from "../src/claimer.js";
 import { Admin, Skipq, silentLogger } from "../src/index.js";
+import { Claimer } from "../src/worker/claimer.js";
 
 const url = process.env.DATABASE_URL;
 const schema = `bench_flow_${process.pid}`;

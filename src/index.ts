@@ -8,21 +8,7 @@ export { type KnexLike, knexQueryable } from "./adapters/knex.js";
 export { type KyselyLike, kyselyQueryable } from "./adapters/kysely.js";
 export { type PostgresJsLike, postgresJsQueryable } from "./adapters/postgresjs.js";
 export { type PrismaLike, prismaQueryable } from "./adapters/prisma.js";
-// Operations (issue 6): dashboard, metrics, tracing, structured logs, health.
-// Scheduling and flow control: cron, priority aging, limits, key pauses, retention (docs/scheduling.md, docs/flow-control.md).
-export type { CronScheduleRow, QueueLimits, QueueSettings } from "./admin.js";
-export {
-  Admin,
-  type DeadGroup,
-  JOB_STATUSES,
-  type JobRow,
-  type JobStatus,
-  type ListOptions,
-  type QueueOverview,
-  type QueueStats,
-  type WorkerPresence,
-} from "./admin.js";
-export { type BackoffOptions, backoffBaseMs, backoffMs, defaultBackoff } from "./backoff.js";
+export { type BackoffOptions, backoffBaseMs, backoffMs, defaultBackoff } from "./core/backoff.js";
 export {
   type BulkItem,
   type EnqueueOptions,
@@ -31,23 +17,7 @@ export {
   type Queryable,
   Skipq,
   type SkipqOptions,
-} from "./client.js";
-export {
-  createDashboard,
-  type Dashboard,
-  type DashboardAuth,
-  type DashboardHandler,
-  type DashboardOptions,
-  defaultRedactor,
-  escapeHtml,
-  type Redactor,
-  type RedactTarget,
-  type RunningDashboard,
-  redactKeys,
-  SECRET_KEY_PATTERN,
-  type StartDashboardOptions,
-  startDashboard,
-} from "./dashboard/index.js";
+} from "./core/client.js";
 export {
   CancelJob,
   FailPermanently,
@@ -63,17 +33,57 @@ export {
   type SkipqErrorCode,
   UnknownKindError,
   ValidationError,
-} from "./errors.js";
+} from "./core/errors.js";
+export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from "./core/job.js";
+export { defaultLogger, type Logger, silentLogger } from "./core/logger.js";
+export type { Duration } from "./core/validate.js";
+export {
+  type CronOptions,
+  type CronTickResult,
+  parseCron,
+  Scheduler,
+  type SchedulerOptions,
+} from "./cron/scheduler.js";
+export { latestVersion, type MigrateResult } from "./db/migrate.js";
+export { type PruneResult, Pruner, type PrunerOptions } from "./maintenance/pruner.js";
+// Operations (issue 6): dashboard, metrics, tracing, structured logs, health.
+// Scheduling and flow control: cron, priority aging, limits, key pauses, retention (docs/scheduling.md, docs/flow-control.md).
+export type { CronScheduleRow, QueueLimits, QueueSettings } from "./ops/admin.js";
+export {
+  Admin,
+  type DeadGroup,
+  JOB_STATUSES,
+  type JobRow,
+  type JobStatus,
+  type ListOptions,
+  type QueueOverview,
+  type QueueStats,
+  type WorkerPresence,
+} from "./ops/admin.js";
+export {
+  createDashboard,
+  type Dashboard,
+  type DashboardAuth,
+  type DashboardHandler,
+  type DashboardOptions,
+  defaultRedactor,
+  escapeHtml,
+  type Redactor,
+  type RedactTarget,
+  type RunningDashboard,
+  redactKeys,
+  SECRET_KEY_PATTERN,
+  type StartDashboardOptions,
+  startDashboard,
+} from "./ops/dashboard/index.js";
 export {
   HEALTH_CHECKS,
   type HealthCheck,
   type HealthOptions,
   type HealthReport,
   type HealthWarning,
-} from "./health.js";
-export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from "./job.js";
-export { defaultLogger, type Logger, silentLogger } from "./logger.js";
-export { type CreateLoggerOptions, createLogger } from "./logging.js";
+} from "./ops/health.js";
+export { type CreateLoggerOptions, createLogger } from "./ops/logging.js";
 export {
   createMetrics,
   type MetricsOptions,
@@ -81,8 +91,7 @@ export {
   type ServeMetricsOptions,
   SkipqMetrics,
   serveMetrics,
-} from "./metrics.js";
-export { latestVersion, type MigrateResult } from "./migrate.js";
+} from "./ops/metrics.js";
 // Outbox, sagas, driver adapters (issue 8).
 export {
   Outbox,
@@ -92,8 +101,17 @@ export {
   type PublishOptions,
   type RelayEvents,
   type RelayOptions,
-} from "./outbox.js";
-export { type PruneResult, Pruner, type PrunerOptions } from "./pruner.js";
+} from "./outbox/outbox.js";
+export { type NatsSinkOptions, natsSink } from "./outbox/sinks/nats.js";
+export { type RabbitmqSinkOptions, rabbitmqSink } from "./outbox/sinks/rabbitmq.js";
+export {
+  SIGNATURE_HEADER,
+  signWebhook,
+  TIMESTAMP_HEADER,
+  verifyWebhook,
+  type WebhookSinkOptions,
+  webhookSink,
+} from "./outbox/sinks/webhook.js";
 export {
   defineSaga,
   getSaga,
@@ -105,26 +123,8 @@ export {
   type SagaStep,
   type SagaStepStatus,
   Sagas,
-} from "./saga.js";
-export {
-  type CronOptions,
-  type CronTickResult,
-  parseCron,
-  Scheduler,
-  type SchedulerOptions,
-} from "./scheduler.js";
-export { type NatsSinkOptions, natsSink } from "./sinks/nats.js";
-export { type RabbitmqSinkOptions, rabbitmqSink } from "./sinks/rabbitmq.js";
-export {
-  SIGNATURE_HEADER,
-  signWebhook,
-  TIMESTAMP_HEADER,
-  verifyWebhook,
-  type WebhookSinkOptions,
-  webhookSink,
-} from "./sinks/webhook.js";
-export type { Duration } from "./validate.js";
-export type { ClaimInfo } from "./worker.js";
+} from "./saga/saga.js";
+export type { ClaimInfo } from "./worker/worker.js";
 export {
   errorFingerprint,
   formatError,
@@ -136,4 +136,4 @@ export {
   type WorkerEvents,
   type WorkerOptions,
   type WorkerStats,
-} from "./worker.js";
+} from "./worker/worker.js";

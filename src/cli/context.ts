@@ -8,11 +8,11 @@
  */
 import Table from "cli-table3";
 import type { Command } from "commander";
-import { Admin } from "../admin.js";
-import { Skipq } from "../client.js";
-import { silentLogger } from "../logger.js";
-import { assertSchemaCurrent, currentVersion } from "../migrate.js";
-import { assertSchema } from "../validate.js";
+import { Skipq } from "../core/client.js";
+import { silentLogger } from "../core/logger.js";
+import { assertSchema } from "../core/validate.js";
+import { assertSchemaCurrent, currentVersion } from "../db/migrate.js";
+import { Admin } from "../ops/admin.js";
 import { CliError, describeError, EXIT_FAILURE } from "./errors.js";
 
 export interface GlobalOptions {

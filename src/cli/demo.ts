@@ -11,13 +11,13 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import cliProgress from "cli-progress";
-import { Admin } from "../admin.js";
-import { type BulkItem, Skipq } from "../client.js";
-import { FailPermanently } from "../errors.js";
+import { type BulkItem, Skipq } from "../core/client.js";
+import { FailPermanently } from "../core/errors.js";
+import { silentLogger } from "../core/logger.js";
+import { demoStatements } from "../db/sql/demo.js";
 import { EmbeddedPostgres } from "../internal/embeddedPostgres.js";
-import { silentLogger } from "../logger.js";
-import { demoStatements } from "../sql/demo.js";
-import type { Job, JobContext, Worker } from "../worker.js";
+import { Admin } from "../ops/admin.js";
+import type { Job, JobContext, Worker } from "../worker/worker.js";
 import { table } from "./context.js";
 import { CliError, describeTarget, EXIT_FAILURE } from "./errors.js";
 

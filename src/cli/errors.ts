@@ -5,7 +5,7 @@
  * message; connection failures name the host and port that did not answer.
  * It never prints a stack trace for an expected failure.
  */
-import { SkipqError } from "../errors.js";
+import { SkipqError } from "../core/errors.js";
 
 /** Exit codes: 0 success, 1 failure (database, missing job, not actionable), 2 bad input. */
 export const EXIT_FAILURE = 1;

@@ -4,8 +4,8 @@
  * good value. Durations go through the library's `toMs`, so the CLI accepts
  * exactly what the API accepts. Nothing here touches the database.
  */
-import { ValidationError } from "../errors.js";
-import { assertName, toMs } from "../validate.js";
+import { ValidationError } from "../core/errors.js";
+import { assertName, toMs } from "../core/validate.js";
 import { CliError } from "./errors.js";
 
 /** An integer flag such as `--priority 5`. */

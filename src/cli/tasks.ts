@@ -9,8 +9,8 @@
 import { existsSync, statSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { NAME_PATTERN } from "../validate.js";
-import type { Handler } from "../worker.js";
+import { NAME_PATTERN } from "../core/validate.js";
+import type { Handler } from "../worker/worker.js";
 import { CliError } from "./errors.js";
 
 const SHAPE =

@@ -13,9 +13,9 @@
 import fc from "fast-check";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { adminStatements } from "../../src/db/sql/admin.js";
+import { maintenanceStatements } from "../../src/db/sql/maintenance.js";
 import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
-import { adminStatements } from "../../src/sql/admin.js";
-import { maintenanceStatements } from "../../src/sql/maintenance.js";
 import { type ChaosQueue, chaosQueue, recordResult, startServer } from "./harness.js";
 
 type Status = "pending" | "running" | "completed" | "dead" | "cancelled";

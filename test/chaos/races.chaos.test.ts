@@ -9,9 +9,9 @@
  */
 import pg from "pg";
 import { describe, expect, it } from "vitest";
+import { maintenanceStatements } from "../../src/db/sql/maintenance.js";
 import { Admin, latestVersion, Skipq, silentLogger } from "../../src/index.js";
-import { Reaper } from "../../src/reaper.js";
-import { maintenanceStatements } from "../../src/sql/maintenance.js";
+import { Reaper } from "../../src/maintenance/reaper.js";
 import {
   CHAOS_WORKER,
   enqueueChaos,

@@ -7,10 +7,10 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Command } from "commander";
-import { Skipq } from "../../client.js";
-import { isLoopback, resolveCredentials } from "../../dashboard/auth.js";
-import { startDashboard } from "../../dashboard/server.js";
-import { defaultLogger } from "../../logger.js";
+import { Skipq } from "../../core/client.js";
+import { defaultLogger } from "../../core/logger.js";
+import { isLoopback, resolveCredentials } from "../../ops/dashboard/auth.js";
+import { startDashboard } from "../../ops/dashboard/server.js";
 import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseInteger } from "../parse.js";

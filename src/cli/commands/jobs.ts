@@ -3,8 +3,8 @@
  * Read-only; never selects whole payloads (only their size).
  */
 import type { Command } from "commander";
-import { JOB_STATUSES, type JobStatus } from "../../admin.js";
-import { closest } from "../../errors.js";
+import { closest } from "../../core/errors.js";
+import { JOB_STATUSES, type JobStatus } from "../../ops/admin.js";
 import { firstLine, iso, printJson, table, withSession } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseId, parseInteger, parseName } from "../parse.js";

@@ -4,7 +4,7 @@
  * lock). The only admin command that writes DDL; it never drops anything.
  */
 import type { Command } from "commander";
-import { latestVersion } from "../../migrate.js";
+import { latestVersion } from "../../db/migrate.js";
 import { printJson, withSession } from "../context.js";
 
 export function migrateCommand(program: Command): void {

@@ -1,0 +1,498 @@
+/**
+ * The dashboard as a Node request handler, mountable into any `http` server
+ * (or Express/Connect, with `basePath`). Routes: overview, jobs list, job
+ * detail, dead jobs by fingerprint, /metrics, sign-in/out, and POST actions.
+ *
+ * Invariants: every route answers 401 until the request is signed in (only
+ * the sign-in form itself is reachable, and it too answers 401); every POST
+ * carries a valid CSRF token and a same-host Origin; every page is escaped
+ * and sent with a strict Content-Security-Policy (no script at all); lists
+ * never load payloads. It never logs or renders a credential.
+ */
+import { createHash } from "node:crypto";
+import type http from "node:http";
+import { Skipq } from "../../core/client.js";
+import { SkipqError, ValidationError } from "../../core/errors.js";
+import { defaultLogger, type Logger } from "../../core/logger.js";
+import { type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
+import { Admin, JOB_STATUSES, type JobStatus } from "../admin.js";
+import type { HealthOptions } from "../health.js";
+import { SkipqMetrics } from "../metrics.js";
+import {
+  Authenticator,
+  type DashboardAuth,
+  isLoopback,
+  type Principal,
+  parseCookies,
+  resolveCredentials,
+  SESSION_COOKIE,
+  SignInThrottle,
+} from "./auth.js";
+import type { SafeHtml } from "./html.js";
+import { defaultRedactor, type Redactor } from "./redact.js";
+import {
+  CSS,
+  deadPage,
+  type JobsFilter,
+  jobPage,
+  jobsPage,
+  messagePage,
+  overviewPage,
+  type PageContext,
+  signInPage,
+} from "./views.js";
+
+export interface DashboardOptions {
+  /** The client whose schema the dashboard shows. Default: one created from `connectionString` (and closed by `close()`). */
+  skipq?: Skipq;
+  /** Used when `skipq` is not given. Default: `DATABASE_URL`. */
+  connectionString?: string;
+  /** Schema, when `skipq` is not given. Default "skipq". */
+  schema?: string;
+  /**
+   * Credentials. Default: from `SKIPQ_DASHBOARD_TOKEN`, `SKIPQ_DASHBOARD_USER` and
+   * `SKIPQ_DASHBOARD_PASSWORD`; with none, `createDashboard` throws. `false` turns
+   * authentication off, which is refused for any request arriving on a
+   * non-loopback address.
+   */
+  auth?: DashboardAuth | false;
+  /** Path prefix the dashboard is mounted under, e.g. "/skipq". Default "" (the root). */
+  basePath?: string;
+  /** Hides secrets in payloads, headers and errors before they are rendered. Default: keys that look like secrets; `false` shows everything. */
+  redact?: Redactor | false;
+  /** Metrics served at `/metrics`. Default: a new set reading this schema; `false` turns /metrics off. */
+  metrics?: SkipqMetrics | false;
+  /** Require sign-in for `/metrics` too (scrapers send `Authorization: Bearer <token>` or Basic). Default true. */
+  metricsAuth?: boolean;
+  /** Thresholds for the health warnings on the overview. */
+  health?: HealthOptions;
+  /** Shown in the header and the page titles. Default "skipq". */
+  title?: string;
+  /** How long a sign-in lasts. Default "12h". */
+  sessionTtl?: Duration;
+  /** Mark cookies Secure even when the request did not arrive over TLS here (TLS ends at a proxy). Default false. */
+  secureCookies?: boolean;
+  /** Secret that signs sessions, to keep them valid across restarts and replicas. Default: random per process. */
+  sessionSecret?: string;
+  /** Where the environment credentials are read from. Default `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /** Default: the client's logger. */
+  logger?: Logger;
+}
+
+export type DashboardHandler = (
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  next?: (err?: unknown) => void,
+) => void;
+
+export interface Dashboard {
+  /** The request handler. Requests outside `basePath` go to `next`, or get a 404. */
+  handle: DashboardHandler;
+  readonly metrics: SkipqMetrics | undefined;
+  /** Closes the client the dashboard created (never one passed in). */
+  close(): Promise<void>;
+}
+
+const PAGE_SIZE = 50;
+const MAX_BODY = 16 * 1024;
+const MAX_PAYLOAD_CHARS = 100_000;
+const FLASH_COOKIE = "skipq_flash";
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Builds the dashboard handler; see `DashboardOptions`. Throws when no credentials are configured and auth is not explicitly `false`. */
+export function createDashboard(options: DashboardOptions = {}): Dashboard {
+  const credentials = options.auth === false ? undefined : resolveCredentials(options.auth, options.env);
+  if (options.auth !== false && !credentials) {
+    throw new ValidationError(
+      "the dashboard needs credentials: pass auth: { token } or { user, password }, or set SKIPQ_DASHBOARD_TOKEN (or SKIPQ_DASHBOARD_USER and SKIPQ_DASHBOARD_PASSWORD); auth: false is allowed on loopback only",
+    );
+  }
+  const base = normaliseBase(options.basePath ?? "");
+  const ownsClient = options.skipq === undefined;
+  const skipq =
+    options.skipq ??
+    new Skipq({
+      connectionString: options.connectionString ?? process.env.DATABASE_URL,
+      poolSize: 4,
+      ...(options.schema ? { schema: options.schema } : {}),
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
+  const logger = options.logger ?? skipq.logger ?? defaultLogger;
+  const admin = new Admin(skipq);
+  const metrics = options.metrics === false ? undefined : (options.metrics ?? new SkipqMetrics({ skipq, logger }));
+  const metricsAuth = options.metricsAuth ?? true;
+  const auth = new Authenticator(
+    credentials,
+    toMs("sessionTtl", options.sessionTtl ?? "12h", { allowZero: false }),
+    options.sessionSecret,
+  );
+  const throttle = new SignInThrottle();
+  const redact: Redactor = options.redact === false ? (v) => v : (options.redact ?? defaultRedactor);
+  const title = options.title ?? "skipq";
+  const csp = `default-src 'none'; style-src 'sha256-${createHash("sha256").update(CSS).digest("base64")}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
+
+  const send = (
+    res: http.ServerResponse,
+    status: number,
+    body: SafeHtml | string,
+    headers: http.OutgoingHttpHeaders = {},
+  ) => {
+    const isHtml = typeof body !== "string";
+    res.writeHead(status, {
+      "content-type": isHtml ? "text/html; charset=utf-8" : "text/plain; charset=utf-8",
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+      // same-origin, not no-referrer: with no-referrer, browsers send "Origin: null" on form POSTs, which the origin check refuses.
+      "referrer-policy": "same-origin",
+      "x-frame-options": "DENY",
+      "content-security-policy": csp,
+      ...headers,
+    });
+    res.end(String(body));
+  };
+
+  const cookie = (req: http.IncomingMessage, name: string, value: string, maxAgeSeconds: number) => {
+    const secure = options.secureCookies || (req.socket as { encrypted?: boolean }).encrypted ? "; Secure" : "";
+    return `${name}=${encodeURIComponent(value)}; Path=${base || "/"}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure}`;
+  };
+
+  const redirect = (res: http.ServerResponse, location: string, cookies: string[] = []) =>
+    send(res, 303, "see other\n", { location, ...(cookies.length ? { "set-cookie": cookies } : {}) });
+
+  /** A redirect target from a form: only a path inside the dashboard, never another host. */
+  const safeBack = (value: string | null | undefined): string => {
+    if (typeof value === "string" && value.startsWith(`${base}/`) && !value.startsWith("//") && !/[\\\r\n]/.test(value))
+      return value;
+    return `${base}/`;
+  };
+
+  const redactError = (text: string | null, job: { id: string; queue: string; kind: string }): string | null => {
+    if (text === null) return null;
+    const out = redact(text, { field: "error", job });
+    return typeof out === "string" ? out : String(out);
+  };
+
+  async function route(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    rel: string,
+    url: URL,
+    principal: Principal,
+  ): Promise<void> {
+    const flashCookie = parseCookies(req.headers.cookie)[FLASH_COOKIE];
+    const ctx: PageContext = {
+      base,
+      title,
+      csrf: principal.kind === "bearer" ? undefined : auth.csrfToken(principal),
+      flash: flashCookie
+        ? {
+            kind: flashCookie.startsWith("err:") ? "error" : "flash",
+            text: flashCookie.slice(flashCookie.indexOf(":") + 1),
+          }
+        : undefined,
+    };
+    const page = (status: number, body: SafeHtml) =>
+      send(res, status, body, flashCookie ? { "set-cookie": cookie(req, FLASH_COOKIE, "", 0) } : {});
+
+    if (req.method === "GET" || req.method === "HEAD") {
+      if (rel === "/") {
+        const [queues, throughput, health, workers] = await Promise.all([
+          admin.overview(),
+          admin.throughput(),
+          admin.health(options.health).then(
+            (r) => r,
+            (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
+          ),
+          admin.workers(),
+        ]);
+        return page(
+          200,
+          overviewPage(
+            { ...ctx, refresh: 10 },
+            {
+              queues,
+              throughput,
+              warnings: health instanceof Error ? [] : health.warnings,
+              healthError: health instanceof Error ? health.message : undefined,
+              workers,
+            },
+          ),
+        );
+      }
+      if (rel === "/jobs") {
+        const filter: JobsFilter = {
+          queue: param(url, "queue"),
+          kind: param(url, "kind"),
+          status: param(url, "status"),
+          search: param(url, "q"),
+          before: param(url, "before"),
+        };
+        if (filter.status && !JOB_STATUSES.includes(filter.status as JobStatus))
+          throw new HttpError(400, `status must be one of ${JOB_STATUSES.join(", ")}`);
+        const jobs = await admin.listJobs({
+          ...(filter.queue ? { queue: filter.queue } : {}),
+          ...(filter.kind ? { kind: filter.kind } : {}),
+          ...(filter.status ? { status: filter.status as JobStatus } : {}),
+          ...(filter.search ? { search: filter.search } : {}),
+          ...(filter.before ? { before: filter.before } : {}),
+          limit: PAGE_SIZE,
+        });
+        return page(
+          200,
+          jobsPage(ctx, filter, jobs, PAGE_SIZE, JOB_STATUSES, (j) => redactError(j.last_error, j)),
+        );
+      }
+      const detail = /^\/jobs\/([1-9][0-9]{0,18})$/.exec(rel);
+      if (detail) {
+        const job = await admin.getJob(detail[1] as string);
+        if (!job) throw new HttpError(404, `job ${detail[1]} does not exist (it may have been pruned)`);
+        const text = JSON.stringify(redact(job.payload, { field: "payload", job }), null, 2) ?? "null";
+        const headers = job.headers ? JSON.stringify(redact(job.headers, { field: "headers", job }), null, 2) : null;
+        const moving = job.status === "pending" || job.status === "running";
+        return page(
+          200,
+          jobPage(moving ? { ...ctx, refresh: 2 } : ctx, job, {
+            payload: text.slice(0, MAX_PAYLOAD_CHARS),
+            payloadTruncated: Math.max(0, text.length - MAX_PAYLOAD_CHARS),
+            headers,
+            error: redactError(job.last_error, job),
+          }),
+        );
+      }
+      if (rel === "/dead") {
+        const queue = param(url, "queue");
+        const groups = await admin.deadByFingerprint({ ...(queue ? { queue } : {}), limit: 200 });
+        return page(
+          200,
+          deadPage(ctx, queue, groups, (g) =>
+            redactError(g.example_error, { id: g.example_id, queue: g.queue, kind: g.kind }),
+          ),
+        );
+      }
+      if (rel === "/metrics" && metrics) return serveMetrics(res);
+      throw new HttpError(404, "no such page");
+    }
+
+    if (req.method !== "POST") throw new HttpError(405, "only GET and POST are accepted");
+    const form = await readForm(req);
+    if (!auth.checkCsrf(principal, form.get("_csrf") ?? undefined))
+      throw new HttpError(403, "the form's CSRF token is missing or stale; reload the page and try again");
+    const back = safeBack(form.get("back"));
+    const done = (text: string, kind: "ok" | "err" = "ok") =>
+      redirect(res, back, [cookie(req, FLASH_COOKIE, `${kind}:${text}`, 30)]);
+
+    if (rel === "/logout") return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
+    let m = /^\/jobs\/([1-9][0-9]{0,18})\/(retry|cancel)$/.exec(rel);
+    if (m) {
+      const [, id, verb] = m as unknown as [string, string, "retry" | "cancel"];
+      try {
+        if (verb === "retry") await admin.retryJob(id);
+        else await admin.cancelJob(id);
+      } catch (error) {
+        if (error instanceof SkipqError) return done(error.message, "err");
+        throw error;
+      }
+      logger.info({ jobId: id, action: verb, by: principal.kind }, `skipq dashboard: job ${verb}`);
+      return done(verb === "retry" ? `Job ${id} is pending again.` : `Job ${id} was cancelled.`);
+    }
+    m = /^\/queues\/([^/]+)\/(pause|resume|retry-dead)$/.exec(rel);
+    if (m) {
+      const queue = decodeURIComponent(m[1] as string);
+      if (!NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+      logger.info({ queue, action: m[2], by: principal.kind }, `skipq dashboard: queue ${m[2]}`);
+      if (m[2] === "pause") {
+        await admin.pauseQueue(queue);
+        return done(`Queue ${queue} is paused: running jobs finish, nothing new is claimed.`);
+      }
+      if (m[2] === "resume") {
+        await admin.resumeQueue(queue);
+        return done(`Queue ${queue} is active again.`);
+      }
+      const n = await admin.retryDead(queue);
+      return done(`${n} dead job(s) in ${queue} are pending again.`);
+    }
+    if (rel === "/dead/retry") {
+      const fingerprint = form.get("fingerprint") ?? "";
+      const queue = form.get("queue") || undefined;
+      const n = await admin.retryDeadByFingerprint(fingerprint, queue);
+      logger.info(
+        { fingerprint, queue, action: "retry-dead", by: principal.kind },
+        "skipq dashboard: dead jobs retried",
+      );
+      return done(`${n} dead job(s) with fingerprint ${fingerprint} are pending again.`);
+    }
+    throw new HttpError(404, "no such action");
+  }
+
+  function serveMetrics(res: http.ServerResponse): void {
+    const m = metrics as SkipqMetrics;
+    m.metrics().then(
+      (text) => res.writeHead(200, { "content-type": m.contentType, "cache-control": "no-store" }).end(text),
+      (error) => {
+        logger.warn({ err: error }, "skipq dashboard: /metrics failed");
+        send(res, 500, "metrics failed\n");
+      },
+    );
+  }
+
+  async function signIn(req: http.IncomingMessage, res: http.ServerResponse, ctx: PageContext): Promise<void> {
+    const form = await readForm(req);
+    const next = safeBack(form.get("next"));
+    const show = (status: number, message: string) =>
+      send(res, status, signInPage(ctx, { token: auth.acceptsToken, password: auth.acceptsPassword, next, message }));
+    if (throttle.blocked()) return show(429, "Too many failed sign-ins; wait a minute and try again.");
+    const token = form.get("token");
+    const user = form.get("user");
+    const ok = token ? auth.checkToken(token) : user ? auth.checkPassword(user, form.get("password") ?? "") : false;
+    if (!ok) {
+      throttle.fail();
+      logger.warn({ remote: req.socket.remoteAddress }, "skipq dashboard: failed sign-in");
+      return show(401, "Wrong credentials.");
+    }
+    return redirect(res, next, [cookie(req, SESSION_COOKIE, auth.newSession(), Math.floor(auth.sessionTtlSeconds))]);
+  }
+
+  const handle: DashboardHandler = (req, res, next) => {
+    const full = (req as { originalUrl?: string }).originalUrl ?? req.url ?? "/";
+    let url: URL;
+    try {
+      url = new URL(full, "http://dashboard.invalid");
+    } catch {
+      send(res, 400, "bad request\n");
+      return;
+    }
+    const path = url.pathname;
+    if (base && path !== base && !path.startsWith(`${base}/`)) {
+      if (next) next();
+      else send(res, 404, "not found\n");
+      return;
+    }
+    const rel = path.slice(base.length) || "/";
+    const ctx: PageContext = { base, title, csrf: undefined, flash: undefined };
+
+    void (async () => {
+      if (!auth.enabled && !isLoopback(req.socket.localAddress)) {
+        throw new HttpError(
+          403,
+          "this dashboard runs without authentication, so it answers on loopback only; configure credentials to expose it",
+        );
+      }
+      if (req.method === "POST") {
+        const origin = req.headers.origin;
+        if (origin !== undefined && origin !== "null" && safeHost(origin) !== req.headers.host)
+          throw new HttpError(403, "cross-origin POSTs are refused");
+        if (origin === "null") throw new HttpError(403, "cross-origin POSTs are refused");
+      }
+      if (rel === "/login") {
+        if (req.method === "POST") return signIn(req, res, ctx);
+        if (auth.authenticate(req)) return redirect(res, `${base}/`);
+        return send(
+          res,
+          401,
+          signInPage(ctx, {
+            token: auth.acceptsToken,
+            password: auth.acceptsPassword,
+            next: safeBack(url.searchParams.get("next")),
+          }),
+        );
+      }
+      if (rel === "/metrics" && metrics && !metricsAuth && req.method === "GET") return serveMetrics(res);
+      const principal = auth.authenticate(req);
+      if (!principal) {
+        const wantsPage = req.method === "GET" && rel !== "/metrics";
+        if (!wantsPage)
+          return send(res, 401, "sign in first: send Authorization: Bearer <token> or Basic credentials\n", {
+            "www-authenticate": 'Bearer realm="skipq"',
+          });
+        return send(
+          res,
+          401,
+          signInPage(ctx, { token: auth.acceptsToken, password: auth.acceptsPassword, next: `${path}${url.search}` }),
+          { "www-authenticate": 'Bearer realm="skipq"' },
+        );
+      }
+      await route(req, res, rel, url, principal);
+    })().catch((error: unknown) => {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      const status =
+        error instanceof HttpError
+          ? error.status
+          : error instanceof SkipqError
+            ? error.code === "SKIPQ_NOT_FOUND"
+              ? 404
+              : error.code === "SKIPQ_INVALID_ARGUMENT"
+                ? 400
+                : 500
+            : 500;
+      if (status === 500) logger.error({ err: error, path }, "skipq dashboard: request failed");
+      const text = status === 500 ? "Something went wrong; the server log has the details." : (error as Error).message;
+      if (req.method === "GET" && auth.authenticate(req)) send(res, status, messagePage(ctx, `Error ${status}`, text));
+      else send(res, status, `${text}\n`);
+    });
+  };
+
+  return {
+    handle,
+    metrics,
+    async close() {
+      if (ownsClient) await skipq.close();
+    },
+  };
+}
+
+function normaliseBase(basePath: string): string {
+  if (basePath === "" || basePath === "/") return "";
+  if (!/^\/[A-Za-z0-9._~/-]*$/.test(basePath) || basePath.includes("//"))
+    throw new ValidationError(`basePath ${JSON.stringify(basePath)} must be a path like "/skipq"`);
+  return basePath.replace(/\/+$/, "");
+}
+
+function param(url: URL, name: string): string {
+  const value = url.searchParams.get(name) ?? "";
+  if (value.length > 200) throw new HttpError(400, `${name} is longer than 200 characters`);
+  return value.trim();
+}
+
+function safeHost(origin: string): string | undefined {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return undefined;
+  }
+}
+
+function readForm(req: http.IncomingMessage): Promise<URLSearchParams> {
+  return new Promise((resolve, reject) => {
+    const type = req.headers["content-type"] ?? "";
+    if (!type.startsWith("application/x-www-form-urlencoded")) {
+      reject(new HttpError(415, "send the form as application/x-www-form-urlencoded"));
+      req.resume();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY) {
+        reject(new HttpError(413, "form too large"));
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => resolve(new URLSearchParams(Buffer.concat(chunks).toString("utf8"))));
+    req.on("error", reject);
+  });
+}

@@ -1,0 +1,107 @@
+/**
+ * The listener: one dedicated connection that LISTENs on the schema's channel
+ * and wakes the worker when a job arrives in one of its queues.
+ *
+ * It is an optimisation, never a dependency: polling goes on regardless, and a
+ * lost connection (terminated backend, restarted server, network) is
+ * reconnected with capped exponential backoff. Notifications carry the queue
+ * name only.
+ */
+import pg from "pg";
+import type { Logger } from "../core/logger.js";
+
+export interface ListenerOptions {
+  connectionString: string;
+  channel: string;
+  onNotify: (queue: string) => void;
+  onConnectionChange?: (connected: boolean) => void;
+  logger: Logger;
+  /** Longest wait between reconnect attempts, ms. Default 5000. */
+  maxBackoffMs?: number;
+}
+
+export class Listener {
+  /** The server process id of the LISTEN connection, while connected (tests terminate it). */
+  backendPid: number | undefined;
+  connected = false;
+  private client: pg.Client | undefined;
+  private running = false;
+  private failures = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: ListenerOptions) {}
+
+  /** Connects and LISTENs; resolves after the first attempt, whether or not it succeeded. Idempotent. */
+  async start(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    await this.connect();
+  }
+
+  /** Closes the connection and stops reconnecting. Safe before start and twice. */
+  async stop(): Promise<void> {
+    this.running = false;
+    clearTimeout(this.retryTimer);
+    const client = this.client;
+    this.client = undefined;
+    this.setConnected(false);
+    if (client) await client.end().catch(() => undefined);
+  }
+
+  private async connect(): Promise<void> {
+    if (!this.running) return;
+    const client = new pg.Client({
+      connectionString: this.options.connectionString,
+      keepAlive: true,
+      application_name: "skipq:listener",
+      connectionTimeoutMillis: 10_000,
+    });
+    client.on("notification", (message) => {
+      if (message.payload) this.options.onNotify(message.payload);
+    });
+    const lost = (error?: Error) => {
+      if (this.client !== client) return;
+      this.client = undefined;
+      this.setConnected(false);
+      client.end().catch(() => undefined);
+      if (this.running) {
+        this.options.logger.warn(
+          { err: error },
+          "skipq: listener connection lost; polling continues while it reconnects",
+        );
+        this.scheduleReconnect();
+      }
+    };
+    client.on("error", lost);
+    client.on("end", () => lost());
+    this.client = client;
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
+      const { rows } = await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+      this.backendPid = rows[0]?.pid;
+      if (!this.running || this.client !== client) {
+        await client.end().catch(() => undefined);
+        return;
+      }
+      this.failures = 0;
+      this.setConnected(true);
+    } catch (error) {
+      lost(error as Error);
+    }
+  }
+
+  private scheduleReconnect(): void {
+    clearTimeout(this.retryTimer);
+    const delay = Math.min(this.options.maxBackoffMs ?? 5000, 100 * 2 ** this.failures++) * (0.5 + Math.random() / 2);
+    this.retryTimer = setTimeout(() => void this.connect(), delay);
+    this.retryTimer.unref();
+  }
+
+  private setConnected(connected: boolean): void {
+    if (this.connected === connected) return;
+    this.connected = connected;
+    if (!connected) this.backendPid = undefined;
+    this.options.onConnectionChange?.(connected);
+  }
+}

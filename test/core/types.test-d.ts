@@ -1,0 +1,55 @@
+/**
+ * Type tests: a job definition fixes its payload type for enqueue and for its
+ * handler, so a wrong payload is a compile error. Checked by `tsc` and by
+ * vitest's typecheck mode; an unused @ts-expect-error fails the build.
+ */
+import { describe, expectTypeOf, test } from "vitest";
+import { z } from "zod";
+import {
+  defineJob,
+  type EnqueueResult,
+  type JobContext,
+  type PayloadOf,
+  type Skipq,
+  type Worker,
+} from "../../src/index.js";
+
+declare const skipq: Skipq;
+declare const worker: Worker;
+
+const sendEmail = defineJob<{ to: string; subject: string }>("send-email");
+const resize = defineJob("resize", { schema: z.object({ url: z.string(), width: z.number() }) });
+
+describe("typed jobs", () => {
+  test("the payload type comes from the definition", () => {
+    expectTypeOf<PayloadOf<typeof sendEmail>>().toEqualTypeOf<{ to: string; subject: string }>();
+    expectTypeOf<PayloadOf<typeof resize>>().toEqualTypeOf<{ url: string; width: number }>();
+  });
+
+  test("enqueue accepts the right payload and rejects a wrong one", () => {
+    expectTypeOf(skipq.enqueue(sendEmail, { to: "a@b.c", subject: "hi" })).toEqualTypeOf<Promise<EnqueueResult>>();
+    // @ts-expect-error: subject is missing
+    void skipq.enqueue(sendEmail, { to: "a@b.c" });
+    // @ts-expect-error: width must be a number
+    void skipq.enqueue(resize, { url: "x", width: "wide" });
+    // Untyped string kinds take any payload.
+    void skipq.enqueue("anything", { whatever: [1, 2, 3] });
+  });
+
+  test("enqueueMany items are checked as well", () => {
+    void skipq.enqueueMany([{ job: sendEmail, payload: { to: "a", subject: "b" } }]);
+  });
+
+  test("a handler receives the definition's payload type", () => {
+    worker.register(sendEmail, async (payload, ctx) => {
+      expectTypeOf(payload).toEqualTypeOf<{ to: string; subject: string }>();
+      expectTypeOf(ctx).toEqualTypeOf<JobContext<{ to: string; subject: string }>>();
+      expectTypeOf(ctx.signal).toEqualTypeOf<AbortSignal>();
+    });
+    // @ts-expect-error: the handler expects a payload the job does not have
+    worker.register(sendEmail, async (payload: { userId: number }) => payload.userId);
+    worker.register("untyped", async (payload) => {
+      expectTypeOf(payload).toBeUnknown();
+    });
+  });
+});

@@ -1,0 +1,74 @@
+/**
+ * The reaper: returns expired leases to pending (attempt counted) or dead,
+ * never touches a live or finished job, and runs one pass at a time.
+ */
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { Admin, type Worker } from "../../src/index.js";
+import { type TestQueue, testQueue } from "../helpers.js";
+
+let t: TestQueue;
+let w: Worker;
+beforeAll(async () => {
+  t = await testQueue("reaper");
+  w = t.skipq.worker({ listen: false });
+});
+afterAll(async () => {
+  await w.stop();
+  await t.cleanup();
+});
+
+async function claimAll(queue: string): Promise<string[]> {
+  const { rows } = await t.db.query(t.skipq.sql.jobClaimBatch.text, [[queue], 100, "crashed-worker", 30_000]);
+  return rows.map((r) => r.id);
+}
+
+test("the reaper returns an expired job to pending with the attempt counted, and exhausted ones to dead", async () => {
+  const again = await t.skipq.enqueue("r", {}, { queue: "expire", maxAttempts: 3 });
+  const last = await t.skipq.enqueue("r", {}, { queue: "expire", maxAttempts: 1 });
+  await claimAll("expire");
+  await t.db.query(`UPDATE "${t.schema}".jobs SET lease_expires_at = now() - interval '1 ms' WHERE queue = 'expire'`);
+  const result = await w.reaper?.runOnce();
+  expect(result?.leader).toBe(true);
+  expect(new Set(result?.reaped.map((r) => r.id))).toEqual(new Set([again.id, last.id]));
+  const admin = new Admin(t.skipq);
+  expect(await admin.getJob(again.id)).toMatchObject({ status: "pending", attempts: 1, lease: null });
+  expect((await admin.getJob(again.id))?.last_error).toContain("lease expired: worker crashed-worker");
+  expect(await admin.getJob(last.id)).toMatchObject({ status: "dead", attempts: 1 });
+});
+
+test("the reaper never touches a live lease or a finished job", async () => {
+  const live = await t.skipq.enqueue("r", {}, { queue: "live" });
+  const done = await t.skipq.enqueue("r", {}, { queue: "done" });
+  await claimAll("live");
+  await claimAll("done");
+  await t.db.query(
+    `UPDATE "${t.schema}".jobs SET status = 'completed', lease = NULL, lease_expires_at = now() - interval '1 hour' WHERE id = $1`,
+    [done.id],
+  );
+  const before = await t.db.query(
+    `SELECT id, status, lease, updated_at FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[]) ORDER BY id`,
+    [[live.id, done.id]],
+  );
+  const result = await w.reaper?.runOnce();
+  expect(result?.reaped.map((r) => r.id)).not.toContain(live.id);
+  expect(result?.reaped.map((r) => r.id)).not.toContain(done.id);
+  const after = await t.db.query(
+    `SELECT id, status, lease, updated_at FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[]) ORDER BY id`,
+    [[live.id, done.id]],
+  );
+  expect(after.rows).toEqual(before.rows);
+});
+
+test("only one reaper pass runs at a time across processes", async () => {
+  const holder = await t.db.connect();
+  try {
+    await holder.query("BEGIN");
+    await holder.query("SELECT pg_advisory_xact_lock(hashtext('skipq.maintenance'), hashtext($1))", [t.schema]);
+    const result = await w.reaper?.runOnce();
+    expect(result?.leader).toBe(false);
+    await holder.query("COMMIT");
+    expect((await w.reaper?.runOnce())?.leader).toBe(true);
+  } finally {
+    holder.release();
+  }
+});

@@ -1,0 +1,291 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { Admin, createDashboard, type RunningDashboard, startDashboard } from "../../src/index.js";
+import { type TestQueue, testQueue, until } from "../helpers.js";
+
+const TOKEN = "test-token-0123456789abcdef";
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+let t: TestQueue;
+let d: RunningDashboard;
+
+beforeAll(async () => {
+  t = await testQueue("dashboard");
+  d = await startDashboard({
+    skipq: t.skipq,
+    port: 0,
+    auth: { token: TOKEN, user: "ops", password: "correct horse" },
+    env: {},
+  });
+});
+afterAll(async () => {
+  await d.close();
+  await t.cleanup();
+});
+
+async function deadJob(
+  fields: { queue?: string; kind?: string; payload?: unknown; error?: string; fingerprint?: string } = {},
+) {
+  const { rows } = await t.db.query(
+    `INSERT INTO "${t.schema}".jobs (queue, kind, payload, status, attempts, last_error, error_fingerprint)
+     VALUES ($1, $2, $3, 'dead', 3, $4, $5) RETURNING id`,
+    [
+      fields.queue ?? "default",
+      fields.kind ?? "mail",
+      JSON.stringify(fields.payload ?? { to: "ada" }),
+      fields.error ?? "Error: boom\n    at handler (mail.ts:1:1)",
+      fields.fingerprint ?? "0123456789abcdef",
+    ],
+  );
+  return rows[0].id as string;
+}
+
+async function status(id: string): Promise<string> {
+  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  return rows[0].status;
+}
+
+const get = (path: string, headers: Record<string, string> = {}) =>
+  fetch(new URL(path, d.url), { headers, redirect: "manual" });
+
+const post = (path: string, form: Record<string, string>, headers: Record<string, string> = {}) =>
+  fetch(new URL(path, d.url), {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+    body: new URLSearchParams(form).toString(),
+    redirect: "manual",
+  });
+
+async function signIn(): Promise<{ cookie: string; csrf: string }> {
+  const res = await post("login", { token: TOKEN, next: "/" });
+  expect(res.status).toBe(303);
+  const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
+  const page = await (await get("/", { cookie })).text();
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1];
+  expect(csrf).toBeTruthy();
+  return { cookie, csrf: csrf as string };
+}
+
+test("every route answers 401 without credentials, /metrics and unknown paths included", async () => {
+  const id = await deadJob();
+  for (const path of ["/", "/jobs", `/jobs/${id}`, "/dead", "/metrics", "/no-such-page", "/login"]) {
+    const res = await get(path);
+    expect(res.status, path).toBe(401);
+  }
+  for (const path of [`/jobs/${id}/retry`, "/queues/default/pause", "/logout"]) {
+    expect((await post(path, {})).status, path).toBe(401);
+  }
+  expect((await get("/", { authorization: "Bearer wrong-token-0123456789" })).status).toBe(401);
+  expect(await status(id)).toBe("dead");
+});
+
+test("a wrong token is refused; the right one signs in with an HttpOnly, SameSite=Strict session cookie", async () => {
+  const wrong = await post("login", { token: "not-the-token-at-all", next: "/" });
+  expect(wrong.status).toBe(401);
+  expect(wrong.headers.get("set-cookie")).toBeNull();
+  const right = await post("login", { token: TOKEN, next: "/jobs" });
+  expect(right.status).toBe(303);
+  expect(right.headers.get("location")).toBe("/jobs");
+  const cookie = right.headers.get("set-cookie") ?? "";
+  expect(cookie).toMatch(/^skipq_session=/);
+  expect(cookie).toContain("HttpOnly");
+  expect(cookie).toContain("SameSite=Strict");
+  const page = await get("/", { cookie: cookie.split(";")[0] as string });
+  expect(page.status).toBe(200);
+  expect(page.headers.get("content-security-policy")).toContain("default-src 'none'");
+  const tampered = `${(cookie.split(";")[0] as string).slice(0, -2)}xx`;
+  expect((await get("/", { cookie: tampered })).status).toBe(401);
+});
+
+test("sign-in never redirects off the dashboard", async () => {
+  const res = await post("login", { token: TOKEN, next: "//evil.example/" });
+  expect(res.headers.get("location")).toBe("/");
+});
+
+test("a POST without the session's CSRF token changes nothing; with it, the job is retried", async () => {
+  const id = await deadJob();
+  const { cookie, csrf } = await signIn();
+  expect((await post(`/jobs/${id}/retry`, {}, { cookie })).status).toBe(403);
+  expect((await post(`/jobs/${id}/retry`, { _csrf: `${csrf}x` }, { cookie })).status).toBe(403);
+  expect(await status(id)).toBe("dead");
+  const ok = await post(`/jobs/${id}/retry`, { _csrf: csrf, back: `/jobs/${id}` }, { cookie });
+  expect(ok.status).toBe(303);
+  expect(ok.headers.get("location")).toBe(`/jobs/${id}`);
+  expect(await status(id)).toBe("pending");
+});
+
+test("a cross-origin POST is refused even with a valid CSRF token", async () => {
+  const id = await deadJob();
+  const { cookie, csrf } = await signIn();
+  const res = await post(`/jobs/${id}/retry`, { _csrf: csrf }, { cookie, origin: "http://evil.example" });
+  expect(res.status).toBe(403);
+  expect(await status(id)).toBe("dead");
+});
+
+test("Basic auth works for pages, and its POSTs need the CSRF token too", async () => {
+  const basic = `Basic ${Buffer.from("ops:correct horse").toString("base64")}`;
+  expect((await get("/", { authorization: `Basic ${Buffer.from("ops:wrong").toString("base64")}` })).status).toBe(401);
+  const page = await (await get("/dead", { authorization: basic })).text();
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1] as string;
+  const id = await deadJob();
+  expect((await post(`/jobs/${id}/cancel`, {}, { authorization: basic })).status).toBe(403);
+  expect((await post(`/jobs/${id}/retry`, { _csrf: csrf }, { authorization: basic })).status).toBe(303);
+  expect(await status(id)).toBe("pending");
+});
+
+test("payloads and errors are rendered escaped, and secret fields are redacted", async () => {
+  const id = await deadJob({
+    payload: { note: "</pre><script>alert(1)</script>", password: "hunter2", nested: { apiKey: "sk-live-1" } },
+    error: `Error: <img src=x onerror=alert(2)>\n    at x (y.ts:1:1)`,
+  });
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  for (const path of [`/jobs/${id}`, "/jobs?status=dead", "/dead"]) {
+    const text = await (await get(path, auth)).text();
+    expect(text, path).not.toMatch(/<script>|<img /);
+    expect(text, path).not.toContain("hunter2");
+    expect(text, path).toContain("&lt;img src=x onerror=alert(2)&gt;");
+  }
+  const detail = await (await get(`/jobs/${id}`, auth)).text();
+  expect(detail).toContain("&lt;/pre&gt;&lt;script&gt;");
+  expect(detail).toContain("[redacted]");
+  expect(detail).not.toContain("sk-live-1");
+});
+
+test("the jobs list filters by queue, kind, status and error text, and pages with before", async () => {
+  const queue = "listing";
+  const ids: string[] = [];
+  for (let i = 0; i < 5; i++)
+    ids.push(
+      await deadJob({ queue, kind: i % 2 ? "odd" : "even", error: i === 3 ? "Error: needle 50% off_x" : "Error: hay" }),
+    );
+  const admin = new Admin(t.skipq);
+  expect((await admin.listJobs({ queue, kind: "odd" })).map((j) => j.id)).toEqual([ids[3], ids[1]]);
+  expect((await admin.listJobs({ queue, search: "NEEDLE 50% off_" })).map((j) => j.id)).toEqual([ids[3]]);
+  expect(await admin.listJobs({ queue, search: "50_ off" })).toEqual([]);
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  const page1 = await (await get(`/jobs?queue=${queue}&status=dead&q=`, auth)).text();
+  for (const id of ids) expect(page1).toContain(`/jobs/${id}"`);
+  const page2 = await (await get(`/jobs?queue=${queue}&before=${ids[2]}`, auth)).text();
+  expect(page2).toContain(`/jobs/${ids[1]}"`);
+  expect(page2).not.toContain(`/jobs/${ids[3]}"`);
+  expect((await get("/jobs?status=bogus", auth)).status).toBe(400);
+});
+
+test("retry-all by fingerprint, retry-all in a queue, and pause/resume act through the dashboard", async () => {
+  const { cookie, csrf } = await signIn();
+  const a = [
+    await deadJob({ queue: "fp", fingerprint: "aaaaaaaaaaaaaaaa" }),
+    await deadJob({ queue: "fp", fingerprint: "aaaaaaaaaaaaaaaa" }),
+  ];
+  const b = await deadJob({ queue: "fp", fingerprint: "bbbbbbbbbbbbbbbb" });
+  expect(
+    (await post("/dead/retry", { _csrf: csrf, fingerprint: "aaaaaaaaaaaaaaaa", queue: "fp" }, { cookie })).status,
+  ).toBe(303);
+  expect([await status(a[0] as string), await status(a[1] as string), await status(b)]).toEqual([
+    "pending",
+    "pending",
+    "dead",
+  ]);
+  expect((await post("/queues/fp/retry-dead", { _csrf: csrf }, { cookie })).status).toBe(303);
+  expect(await status(b)).toBe("pending");
+  const admin = new Admin(t.skipq);
+  await post("/queues/fp/pause", { _csrf: csrf }, { cookie });
+  expect((await admin.listQueueSettings()).find((q) => q.name === "fp")?.paused).toBe(true);
+  const overview = await (await get("/", { cookie })).text();
+  expect(overview).toMatch(/data-queue="fp"[\s\S]*?paused/);
+  await post("/queues/fp/resume", { _csrf: csrf }, { cookie });
+  expect((await admin.listQueueSettings()).find((q) => q.name === "fp")?.paused).toBe(false);
+});
+
+test("the dashboard refuses a non-loopback address without credentials, and generates a token on loopback", async () => {
+  await expect(startDashboard({ skipq: t.skipq, port: 0, host: "0.0.0.0", env: {} })).rejects.toThrow(
+    /without credentials/,
+  );
+  await expect(startDashboard({ skipq: t.skipq, port: 0, host: "0.0.0.0", auth: false, env: {} })).rejects.toThrow(
+    /without credentials/,
+  );
+  expect(() => createDashboard({ skipq: t.skipq, env: {} })).toThrow(/needs credentials/);
+  const local = await startDashboard({
+    skipq: t.skipq,
+    port: 0,
+    env: {},
+    logger: { debug() {}, info() {}, warn() {}, error() {} },
+  });
+  try {
+    expect(local.generatedToken).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    expect((await fetch(local.url)).status).toBe(401);
+    expect((await fetch(local.url, { headers: { authorization: `Bearer ${local.generatedToken}` } })).status).toBe(200);
+  } finally {
+    await local.close();
+  }
+});
+
+test("mounted under a basePath in an existing server, it serves its pages and passes other requests on", async () => {
+  const dashboard = createDashboard({ skipq: t.skipq, basePath: "/ops/skipq", auth: { token: TOKEN } });
+  const server = http.createServer((req, res) =>
+    dashboard.handle(req, res, () => res.writeHead(200, { "content-type": "text/plain" }).end("app")),
+  );
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  try {
+    expect(await (await fetch(`${base}/elsewhere`)).text()).toBe("app");
+    expect((await fetch(`${base}/ops/skipq/jobs`)).status).toBe(401);
+    const page = await (await fetch(`${base}/ops/skipq/`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+    expect(page).toContain('href="/ops/skipq/jobs"');
+  } finally {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  }
+});
+
+test("/metrics needs credentials unless metricsAuth is false", async () => {
+  expect((await get("/metrics", { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+  const open = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, metricsAuth: false, env: {} });
+  try {
+    const res = await fetch(new URL("metrics", open.url));
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain("skipq_queue_jobs");
+    expect((await fetch(open.url)).status).toBe(401);
+  } finally {
+    await open.close();
+  }
+});
+
+test("after 20 failed sign-ins in a minute, sign-in answers 429 even for the right token", async () => {
+  const guarded = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {}, logger: quiet });
+  try {
+    const attempt = (token: string) =>
+      fetch(new URL("login", guarded.url), {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ token }).toString(),
+        redirect: "manual",
+      });
+    for (let i = 0; i < 20; i++) expect((await attempt(`wrong-token-${i}-0123456789`)).status).toBe(401);
+    expect((await attempt(TOKEN)).status).toBe(429);
+    // Bearer requests are not sign-ins and keep working.
+    expect((await fetch(guarded.url, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+  } finally {
+    await guarded.close();
+  }
+});
+
+test("an expired session cookie is refused", async () => {
+  const short = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, sessionTtl: 1, env: {} });
+  try {
+    const res = await fetch(new URL("login", short.url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    expect(res.status).toBe(303);
+    const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
+    await until(
+      "the session has expired",
+      async () => (await fetch(short.url, { headers: { cookie } })).status === 401,
+    );
+  } finally {
+    await short.close();
+  }
+});

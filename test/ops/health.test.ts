@@ -1,0 +1,115 @@
+import pg from "pg";
+import { expect, test } from "vitest";
+import { Admin, defineJob, type HealthReport } from "../../src/index.js";
+import { DATABASE_URL, testQueue, until } from "../helpers.js";
+
+test("a session idle in a transaction, and one with a long transaction, are reported with their pids", async () => {
+  const t = await testQueue("health_xmin");
+  const admin = new Admin(t.skipq);
+  const idle = new pg.Client({ connectionString: DATABASE_URL, application_name: "idle-holder" });
+  const busy = new pg.Client({ connectionString: DATABASE_URL, application_name: "long-holder" });
+  await idle.connect();
+  await busy.connect();
+  busy.on("error", () => undefined);
+  try {
+    const idlePid = (await idle.query("SELECT pg_backend_pid() AS pid")).rows[0].pid;
+    const busyPid = (await busy.query("SELECT pg_backend_pid() AS pid")).rows[0].pid;
+    const before = await admin.health({ idleInTransaction: 0, longTransaction: 0 });
+    expect(before.warnings.filter((w) => w.detail.pid === idlePid || w.detail.pid === busyPid)).toEqual([]);
+
+    await idle.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    await idle.query(`SELECT count(*) FROM "${t.schema}".jobs`);
+    await busy.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    await busy.query("SELECT 1");
+    const sleeping = busy.query("SELECT pg_sleep(60)").catch(() => undefined);
+
+    const report = (await until("both holders reported", async () => {
+      const r = await admin.health({ idleInTransaction: 0, longTransaction: 0 });
+      const mine = r.warnings.filter((w) => w.detail.pid === idlePid || w.detail.pid === busyPid);
+      return mine.length === 2 && r;
+    })) as HealthReport;
+    const byPid = new Map(report.warnings.map((w) => [w.detail.pid, w]));
+    expect(byPid.get(idlePid)?.check).toBe("idle-in-transaction");
+    expect(byPid.get(idlePid)?.message).toContain("idle-holder");
+    expect(byPid.get(busyPid)?.check).toBe("long-transaction");
+    expect(report.oldestXminAge).toBeGreaterThanOrEqual(0);
+
+    const relaxed = await admin.health();
+    expect(relaxed.warnings.filter((w) => w.detail.pid === idlePid || w.detail.pid === busyPid)).toEqual([]);
+    await t.db.query("SELECT pg_cancel_backend($1)", [busyPid]);
+    await sleeping;
+  } finally {
+    await idle.end();
+    await busy.end().catch(() => undefined);
+    await t.cleanup();
+  }
+});
+
+test("dead tuples on the jobs table are reported once they pass both thresholds", async () => {
+  const t = await testQueue("health_dead");
+  const admin = new Admin(t.skipq);
+  try {
+    await t.skipq.enqueueMany(Array.from({ length: 300 }, (_, i) => ({ job: "k", payload: { i } })));
+    const client = await t.db.connect();
+    try {
+      await client.query(`DELETE FROM "${t.schema}".jobs WHERE (payload->>'i')::int < 250`);
+      await client.query("SELECT pg_stat_force_next_flush()");
+    } finally {
+      client.release();
+    }
+    const report = (await until("dead tuples counted", async () => {
+      const r = await admin.health({ minDeadTuples: 200, deadTupleRatio: 1 });
+      return r.warnings.some((w) => w.check === "dead-tuples") && r;
+    })) as HealthReport;
+    expect(report.jobsTable?.dead).toBeGreaterThanOrEqual(200);
+    expect((await admin.health({ minDeadTuples: 100_000 })).warnings.some((w) => w.check === "dead-tuples")).toBe(
+      false,
+    );
+  } finally {
+    await t.cleanup();
+  }
+});
+
+test("pending jobs of a kind no live worker handles are reported; kinds a live worker handles are not", async () => {
+  const t = await testQueue("health_kinds");
+  const admin = new Admin(t.skipq);
+  const slow = defineJob<Record<string, never>>("slow");
+  let release: () => void = () => undefined;
+  const worker = t.skipq.worker({ concurrency: 1, presenceInterval: "1s" }).register(
+    slow,
+    () =>
+      new Promise<void>((resolve) => {
+        release = resolve;
+      }),
+  );
+  try {
+    await t.skipq.enqueue("orphan", {});
+    await t.skipq.enqueue("orphan", {}, { queue: "elsewhere" });
+    await t.skipq.enqueue(slow, {});
+    await t.skipq.enqueue(slow, {});
+    await worker.start();
+    await until("worker recorded", async () =>
+      (await admin.workers()).some((w) => w.id === worker.id && w.kinds.includes("slow")),
+    );
+    await until("one slow job running", async () => worker.running === 1);
+
+    const { warnings } = await admin.health({ unhandledAfter: 0 });
+    const unhandled = warnings
+      .filter((w) => w.check === "unhandled-kind")
+      .map((w) => [w.detail.queue, w.detail.kind, w.detail.pending]);
+    // The worker takes "default" jobs but has no "orphan" handler: it claims and fails that one, which is still unhandled.
+    expect(unhandled.sort()).toEqual([
+      ["default", "orphan", 1],
+      ["elsewhere", "orphan", 1],
+    ]);
+
+    await admin.pauseQueue("elsewhere");
+    const paused = (await admin.health({ unhandledAfter: 0 })).warnings.filter((w) => w.check === "unhandled-kind");
+    expect(paused.map((w) => w.detail.queue)).toEqual(["default"]);
+  } finally {
+    release();
+    await worker.stop();
+    expect((await admin.workers()).some((w) => w.id === worker.id)).toBe(false);
+    await t.cleanup();
+  }
+});

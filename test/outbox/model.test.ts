@@ -1,0 +1,149 @@
+/**
+ * A model-based check of the outbox claim against real PostgreSQL: random
+ * sequences of publishes, claims by several relays, partial deliveries,
+ * failures and crashed relays (expired leases), with the invariants checked
+ * after every step.
+ */
+import fc from "fast-check";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { Outbox } from "../../src/index.js";
+import { type TestQueue, testQueue } from "../helpers.js";
+
+type Op =
+  | { op: "publish"; key: string }
+  | { op: "claim"; relay: number; keys: number; perKey: number }
+  | { op: "settle"; claim: number; deliver: number; fail: boolean }
+  | { op: "crash"; claim: number };
+
+interface Claim {
+  lease: string;
+  events: Array<{ id: string; key: string }>;
+  /** Settled, or its relay crashed: no longer a live holder. */
+  settled: boolean;
+  /** Events a later claim took over after this one's lease expired. */
+  takenOver: Set<string>;
+}
+
+const ops: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ op: fc.constant("publish" as const), key: fc.constantFrom("a", "b", "c") }),
+  fc.record({
+    op: fc.constant("claim" as const),
+    relay: fc.integer({ min: 0, max: 2 }),
+    keys: fc.integer({ min: 1, max: 3 }),
+    perKey: fc.integer({ min: 1, max: 3 }),
+  }),
+  fc.record({
+    op: fc.constant("settle" as const),
+    claim: fc.nat(),
+    deliver: fc.nat({ max: 3 }),
+    fail: fc.boolean(),
+  }),
+  fc.record({ op: fc.constant("crash" as const), claim: fc.nat() }),
+);
+
+let t: TestQueue;
+let outbox: Outbox;
+beforeAll(async () => {
+  t = await testQueue("outbox_model");
+  outbox = new Outbox(t.skipq);
+});
+afterAll(async () => {
+  await t.cleanup();
+});
+
+async function undeliveredIds(key: string): Promise<string[]> {
+  const { rows } = await t.db.query(
+    `SELECT id FROM "${t.schema}".outbox WHERE key = $1 AND delivered_at IS NULL ORDER BY id`,
+    [key],
+  );
+  return rows.map((r) => String(r.id));
+}
+
+test("whatever relays do, a claim holds a prefix of its key's undelivered events, one live holder per key, and deliveries follow id order", async () => {
+  const sql = outbox.sql;
+  const q = (statement: { name: string; text: string }, values: unknown[]) =>
+    t.skipq.pool.query(t.skipq.statement(statement, values));
+  await fc.assert(
+    fc.asyncProperty(fc.array(ops, { minLength: 5, maxLength: 40 }), async (script) => {
+      await t.db.query(`TRUNCATE "${t.schema}".outbox`);
+      const claims: Claim[] = [];
+      const lastDelivered = new Map<string, bigint>();
+      for (const step of script) {
+        if (step.op === "publish") {
+          await outbox.publish(t.skipq.pool, "t", step.key, {});
+        } else if (step.op === "claim") {
+          const { rows } = await q(sql.outboxClaim, [step.keys, `relay-${step.relay}`, 60_000, step.perKey]);
+          if (rows.length === 0) continue;
+          const events = rows.map((r) => ({ id: String(r.id), key: String(r.key) }));
+          const byKey = new Map<string, string[]>();
+          for (const e of events) byKey.set(e.key, [...(byKey.get(e.key) ?? []), e.id]);
+          for (const [key, ids] of byKey) {
+            // A prefix: the claimed ids of a key are exactly its oldest undelivered ones.
+            ids.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+            expect((await undeliveredIds(key)).slice(0, ids.length)).toEqual(ids);
+            expect(ids.length).toBeLessThanOrEqual(step.perKey);
+            // One live holder per key: no other unsettled, uncrashed claim holds an event of this key.
+            for (const other of claims) {
+              if (!other.settled) expect(other.events.some((e) => e.key === key)).toBe(false);
+            }
+          }
+          for (const other of claims) for (const e of events) other.takenOver.add(e.id);
+          claims.push({ lease: String(rows[0].lease), events, settled: false, takenOver: new Set() });
+        } else if (claims.length > 0) {
+          const claim = claims[step.claim % claims.length] as Claim;
+          if (step.op === "crash") {
+            // The relay died: its lease expires; its later outcomes must be fenced off.
+            await t.db.query(
+              `UPDATE "${t.schema}".outbox SET lease_expires_at = now() - interval '1 ms' WHERE lease = $1`,
+              [claim.lease],
+            );
+            claim.settled = true;
+            continue;
+          }
+          // Like the relay: per key, deliver a prefix, then maybe fail one, release the rest.
+          const delivered: Claim["events"] = [];
+          const failed: Claim["events"] = [];
+          const released: Claim["events"] = [];
+          const keys = [...new Set(claim.events.map((e) => e.key))];
+          for (const key of keys) {
+            const run = claim.events.filter((e) => e.key === key);
+            delivered.push(...run.slice(0, step.deliver));
+            const rest = run.slice(step.deliver);
+            if (step.fail && rest.length > 0) {
+              failed.push(rest[0] as Claim["events"][number]);
+              released.push(...rest.slice(1));
+            } else released.push(...rest);
+          }
+          const leases = (list: Claim["events"]) => list.map(() => claim.lease);
+          const { rows: done } = await q(sql.outboxDeliveredMany, [delivered.map((e) => e.id), leases(delivered)]);
+          const recorded = done.map((r) => String(r.id));
+          // Fencing: nothing taken over by a later claim is recorded by this one.
+          expect(recorded.filter((id) => claim.takenOver.has(id))).toEqual([]);
+          // A live claim's deliveries are all recorded.
+          if (!claim.settled) expect(recorded.length).toBe(delivered.length);
+          for (const e of delivered.filter((d) => recorded.includes(d.id))) {
+            const previous = lastDelivered.get(e.key) ?? 0n;
+            expect(BigInt(e.id)).toBeGreaterThan(previous);
+            lastDelivered.set(e.key, BigInt(e.id));
+          }
+          await q(sql.outboxFailedMany, [
+            failed.map((e) => e.id),
+            leases(failed),
+            failed.map(() => "boom"),
+            failed.map(() => 0),
+          ]);
+          await q(sql.outboxReleaseMany, [released.map((e) => e.id), leases(released)]);
+          claim.settled = true;
+        }
+      }
+      // Every delivered event of a key precedes every undelivered one: delivery never skipped ahead.
+      const { rows } = await t.db.query(
+        `SELECT count(*)::int AS n FROM "${t.schema}".outbox d JOIN "${t.schema}".outbox u
+            ON u.key = d.key AND u.id < d.id
+          WHERE d.delivered_at IS NOT NULL AND u.delivered_at IS NULL`,
+      );
+      expect(rows[0].n).toBe(0);
+    }),
+    { numRuns: 40 },
+  );
+});

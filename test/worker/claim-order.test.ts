@@ -1,0 +1,128 @@
+/**
+ * The claim: no overlap under many racing connections, never more rows than
+ * its LIMIT, priority order, database-clock scheduling, paused queues, and an
+ * index scan on the partial index whatever the history size.
+ */
+import pg from "pg";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+
+let t: TestQueue;
+beforeAll(async () => {
+  t = await testQueue("claim");
+});
+afterAll(async () => t.cleanup());
+
+async function claim(
+  client: pg.ClientBase | pg.Pool,
+  queue: string,
+  limit: number,
+  worker = "w",
+): Promise<Array<{ id: string; lease: string }>> {
+  const { rows } = await client.query(t.skipq.sql.jobClaimBatch.text, [[queue], limit, worker, 30_000]);
+  return rows;
+}
+
+async function race(connections: number, jobs: number, limit: number, queue: string) {
+  await t.skipq.enqueueMany(Array.from({ length: jobs }, (_, i) => ({ job: "race", payload: { i }, queue })));
+  const clients = Array.from({ length: connections }, () => new pg.Client({ connectionString: DATABASE_URL }));
+  await Promise.all(clients.map((c) => c.connect()));
+  const claimed: string[] = [];
+  let maxRows = 0;
+  try {
+    await Promise.all(
+      clients.map(async (c, n) => {
+        for (;;) {
+          const rows = await claim(c, queue, limit, `w${n}`);
+          maxRows = Math.max(maxRows, rows.length);
+          if (rows.length === 0) return;
+          claimed.push(...rows.map((r) => r.id));
+        }
+      }),
+    );
+  } finally {
+    await Promise.all(clients.map((c) => c.end()));
+  }
+  return { claimed, maxRows };
+}
+
+test.each([
+  [10, 50],
+  [100, 30],
+])("claims never overlap with %i connections racing on %i jobs", async (connections, jobs) => {
+  const queue = `race-${connections}`;
+  const { claimed } = await race(connections, jobs, 3, queue);
+  expect(claimed).toHaveLength(jobs);
+  expect(new Set(claimed).size).toBe(jobs);
+  const { rows } = await t.db.query(
+    `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE queue = $1 AND status = 'running' AND attempts = 1`,
+    [queue],
+  );
+  expect(rows[0].n).toBe(jobs);
+});
+
+test("no claim returns more rows than its limit", async () => {
+  const { maxRows, claimed } = await race(20, 400, 7, "limit");
+  expect(maxRows).toBeLessThanOrEqual(7);
+  expect(maxRows).toBeGreaterThan(0);
+  expect(new Set(claimed).size).toBe(400);
+});
+
+test("each claim gets a distinct lease token", async () => {
+  await t.skipq.enqueueMany(Array.from({ length: 4 }, () => ({ job: "lease", payload: {}, queue: "lease" })));
+  const a = await claim(t.db, "lease", 2);
+  const b = await claim(t.db, "lease", 2);
+  expect(new Set(a.map((r) => r.lease)).size).toBe(1); // one claim, one transaction
+  expect(a[0]?.lease).not.toBe(b[0]?.lease);
+});
+
+test("higher priority is claimed first, then earlier run_at, then lower id", async () => {
+  const low = await t.skipq.enqueue("p", {}, { queue: "prio", priority: 0 });
+  const high = await t.skipq.enqueue("p", {}, { queue: "prio", priority: 10 });
+  const low2 = await t.skipq.enqueue("p", {}, { queue: "prio", priority: 0 });
+  const order = [];
+  for (let i = 0; i < 3; i++) order.push((await claim(t.db, "prio", 1))[0]?.id);
+  expect(order).toEqual([high.id, low.id, low2.id]);
+});
+
+test("a job scheduled in the future is not claimed until the database clock reaches run_at", async () => {
+  const { id } = await t.skipq.enqueue("future", {}, { queue: "future", delay: "1h" });
+  expect(await claim(t.db, "future", 10)).toHaveLength(0);
+  await t.db.query(`UPDATE "${t.schema}".jobs SET run_at = now() - interval '1 second' WHERE id = $1`, [id]);
+  expect((await claim(t.db, "future", 10)).map((r) => r.id)).toEqual([id]);
+});
+
+test("a paused queue is not claimed from until it is resumed", async () => {
+  const { Admin } = await import("../../src/index.js");
+  const admin = new Admin(t.skipq);
+  await t.skipq.enqueue("paused", {}, { queue: "pausable" });
+  await admin.pauseQueue("pausable");
+  expect(await claim(t.db, "pausable", 10)).toHaveLength(0);
+  await admin.resumeQueue("pausable");
+  expect(await claim(t.db, "pausable", 10)).toHaveLength(1);
+});
+
+test("the claim is an index scan on the pending partial index even with a large history", async () => {
+  await t.db.query(
+    `INSERT INTO "${t.schema}".jobs (queue, kind, status, completed_at)
+     SELECT 'history', 'old', 'completed', now() FROM generate_series(1, 200000)`,
+  );
+  await t.skipq.enqueueMany(Array.from({ length: 1000 }, () => ({ job: "hot", payload: {}, queue: "history" })));
+  await t.db.query(`ANALYZE "${t.schema}".jobs`);
+  const client = await t.db.connect();
+  try {
+    await client.query("BEGIN");
+    const { rows } = await client.query(`EXPLAIN (FORMAT JSON) ${t.skipq.sql.jobClaimBatch.text}`, [
+      ["history"],
+      10,
+      "w",
+      30_000,
+    ]);
+    await client.query("ROLLBACK");
+    const plan = JSON.stringify(rows[0]["QUERY PLAN"]);
+    expect(plan).toContain('"Index Name":"jobs_pending_claim"');
+    expect(plan).not.toMatch(/"Node Type":"Seq Scan","Parent Relationship":"[^"]*","[^}]*"Relation Name":"jobs"/);
+  } finally {
+    client.release();
+  }
+});
