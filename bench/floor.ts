@@ -41,7 +41,7 @@ function bind(text: string, values: Record<number, string>): string {
 
 /** The pgbench script: claim a batch (ids and leases into variables), then complete exactly those. */
 export function floorScript(skipq: Skipq): string {
-  const claim = skipq.sql.jobClaimBatch.text;
+  const claim = skipq.store.sql.jobs.jobClaimBatch.text;
   // The claim is `WITH picked AS (...) UPDATE ... RETURNING ...`; make the UPDATE a second CTE so one row
   // (the aggregated ids and leases) comes back for \gset.
   const split = claim.search(/\)\s*UPDATE\s/);
@@ -50,7 +50,7 @@ export function floorScript(skipq: Skipq): string {
   const claimed = `${claim.slice(0, split + 1)}, claimed AS (${claim.slice(split + 1)})
 SELECT '{' || string_agg(id::text, ',') || '}' AS ids, '{' || string_agg(lease::text, ',') || '}' AS leases FROM claimed`;
   const claimSql = bind(claimed, { 1: "'{default}'", 2: ":batch", 3: "'pgbench'", 4: "30000" });
-  const completeSql = bind(skipq.sql.jobCompleteMany.text, { 1: ":ids", 2: ":leases" });
+  const completeSql = bind(skipq.store.sql.jobs.jobCompleteMany.text, { 1: ":ids", 2: ":leases" });
   const oneLine = (sql: string) =>
     sql
       .replace(/--[^\n]*/g, "")

@@ -28,8 +28,7 @@ async function reset(): Promise<void> {
 async function measure(label: string, agingMs: number | undefined): Promise<void> {
   await reset();
   const claimer = new Claimer({
-    client: skipq,
-    pool: skipq.pool,
+    jobs: skipq.jobs,
     queues: ["default"],
     workerId: "bench",
     leaseMs: 30_000,
@@ -45,7 +44,7 @@ async function measure(label: string, agingMs: number | undefined): Promise<void
     claimed += (await claimer.claim(BATCH)).length;
     times.push(performance.now() - t0);
   }
-  claimer.stop();
+  await claimer.stop();
   times.sort((a, b) => a - b);
   const at = (q: number) => (times[Math.floor(q * (times.length - 1))] as number).toFixed(2);
   console.log(

@@ -18,6 +18,7 @@ export {
   Skipq,
   type SkipqOptions,
 } from "./core/client.js";
+export { errorFingerprint, formatError } from "./core/errorFormat.js";
 export {
   CancelJob,
   FailPermanently,
@@ -45,9 +46,8 @@ export {
   type SchedulerOptions,
 } from "./cron/scheduler.js";
 export { latestVersion, type MigrateResult } from "./db/migrate.js";
+export type { LocalService, MaintenanceOptions } from "./maintenance/maintainer.js";
 export { type PruneResult, Pruner, type PrunerOptions } from "./maintenance/pruner.js";
-// Operations (issue 6): dashboard, metrics, tracing, structured logs, health.
-// Scheduling and flow control: cron, priority aging, limits, key pauses, retention (docs/scheduling.md, docs/flow-control.md).
 export type { CronScheduleRow, QueueLimits, QueueSettings } from "./ops/admin.js";
 export {
   Admin,
@@ -92,7 +92,6 @@ export {
   SkipqMetrics,
   serveMetrics,
 } from "./ops/metrics.js";
-// Outbox, sagas, driver adapters (issue 8).
 export {
   Outbox,
   type OutboxEvent,
@@ -122,12 +121,10 @@ export {
   type SagaStatus,
   type SagaStep,
   type SagaStepStatus,
-  Sagas,
-} from "./saga/saga.js";
+} from "./saga/define.js";
+export { Sagas } from "./saga/sagas.js";
 export type { ClaimInfo } from "./worker/worker.js";
 export {
-  errorFingerprint,
-  formatError,
   type Handler,
   type Job,
   type JobContext,

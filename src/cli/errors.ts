@@ -6,6 +6,7 @@
  * It never prints a stack trace for an expected failure.
  */
 import { SkipqError } from "../core/errors.js";
+import { UNREACHABLE_SOCKET_CODES } from "../db/connectionErrors.js";
 
 /** Exit codes: 0 success, 1 failure (database, missing job, not actionable), 2 bad input. */
 export const EXIT_FAILURE = 1;
@@ -29,9 +30,6 @@ const INPUT_CODES = new Set([
   "SKIPQ_PAYLOAD_NOT_JSON",
   "SKIPQ_PAYLOAD_INVALID",
 ]);
-
-/** Node socket errors meaning "nothing answered at that address". */
-const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH"]);
 
 const POINT_ELSEWHERE = "pass --database-url or set DATABASE_URL to point at another server (or try `skipq demo`)";
 
@@ -57,7 +55,7 @@ export function describeError(error: unknown, context: { connectionString?: stri
   }
   const err = error as { code?: string; message?: string; address?: string; port?: number };
   const code = err?.code;
-  if (code && UNREACHABLE.has(code)) {
+  if (code && UNREACHABLE_SOCKET_CODES.has(code)) {
     const where = err.address && err.port ? `${err.address}:${err.port}` : target;
     return {
       message: `cannot reach PostgreSQL at ${where} (${code}): is the server running and the address right? ${POINT_ELSEWHERE}`,

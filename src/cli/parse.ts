@@ -5,7 +5,7 @@
  * exactly what the API accepts. Nothing here touches the database.
  */
 import { ValidationError } from "../core/errors.js";
-import { assertName, toMs } from "../core/validate.js";
+import { assertId, assertName, toMs } from "../core/validate.js";
 import { CliError } from "./errors.js";
 
 /** An integer flag such as `--priority 5`. */
@@ -55,10 +55,11 @@ export function parseDate(flag: string, text: string): Date {
 
 /** A positive id such as `job 42` (what: "job id", "saga id"; hint: where such ids come from). */
 export function parseId(text: string, what = "job id", hint = "list ids with `skipq jobs`"): string {
-  if (!/^[1-9][0-9]{0,18}$/.test(text.trim())) {
+  try {
+    return assertId(text.trim(), what);
+  } catch {
     throw new CliError(`${what} ${JSON.stringify(text)} is not a positive whole number: ${hint}`);
   }
-  return text.trim();
 }
 
 /** Repeatable `--queue a --queue b` (or `--queue a,b`). */

@@ -7,7 +7,6 @@
  * Invariants: every nudge is followed by a NOTIFY sent after it (no lost
  * wake-up); a failed NOTIFY is logged, never thrown (workers poll anyway).
  */
-import type pg from "pg";
 import type { Logger } from "./logger.js";
 
 export class Notifier {
@@ -17,8 +16,7 @@ export class Notifier {
   private sending: Promise<void> | undefined;
 
   constructor(
-    private readonly pool: pg.Pool,
-    private readonly query: (queues: string[]) => { text: string; values: unknown[]; name?: string },
+    private readonly send: (queues: string[]) => Promise<void>,
     private readonly logger: Logger,
   ) {}
 
@@ -40,7 +38,7 @@ export class Notifier {
         this.pending.clear();
         try {
           this.sent++;
-          await this.pool.query(this.query(queues));
+          await this.send(queues);
         } catch (error) {
           this.logger.warn(
             { err: error, queues },

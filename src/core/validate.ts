@@ -6,12 +6,18 @@
 import ms from "ms";
 import { PayloadNotJsonError, PayloadTooLargeError, ValidationError } from "./errors.js";
 
-/** Queue and kind names: letters, digits and `_ . : -`, starting with a letter or digit, at most 128 characters. */
+/**
+ * Names of queues, kinds, cron schedules, sagas and outbox topics: letters, digits and `_ . : -`,
+ * starting with a letter or digit, at most 128 characters.
+ */
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 /** Schema names: a lowercase SQL identifier that never needs escaping, at most 50 characters (the NOTIFY channel adds a prefix). */
 export const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,49}$/;
 
-export function assertName(what: "queue" | "kind", value: unknown): string {
+/** What a name names, as error messages say it. */
+export type NameOf = "queue" | "kind" | "schedule" | "saga" | "topic";
+
+export function assertName(what: NameOf, value: unknown): string {
   if (typeof value !== "string" || !NAME_PATTERN.test(value)) {
     const shown =
       typeof value === "string" ? JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value) : String(value);
@@ -155,4 +161,39 @@ function checkJsonSafe(value: unknown, path: string, seen: Set<object>): void {
     }
   }
   seen.delete(object);
+}
+
+/**
+ * Encodes job or event headers: an object of at most 32 string entries, names
+ * of at most 128 characters and values of at most 1,024 (small metadata such
+ * as a trace context, never a second payload).
+ */
+export function encodeHeaders(headers: Record<string, string>): string {
+  if (typeof headers !== "object" || headers === null || Array.isArray(headers))
+    throw new ValidationError("headers must be an object of strings");
+  const entries = Object.entries(headers);
+  if (entries.length > 32) throw new ValidationError(`headers may hold at most 32 entries, got ${entries.length}`);
+  for (const [key, value] of entries) {
+    if (typeof value !== "string" || key.length > 128 || value.length > 1024) {
+      throw new ValidationError(
+        `header ${JSON.stringify(key)} must be a string of at most 1024 characters, with a name of at most 128`,
+      );
+    }
+  }
+  return encodePayload(headers, 64 * 1024);
+}
+
+const MAX_BIGINT = 9223372036854775807n;
+
+/**
+ * An id of a row skipq numbers (a job, a saga, an outbox event): a positive
+ * integer that fits PostgreSQL's bigint, as a number or a decimal string.
+ * Returns it as a string. `what` names it in the error ("job id", "saga id").
+ */
+export function assertId(value: unknown, what = "job id"): string {
+  const text = typeof value === "number" && Number.isSafeInteger(value) ? String(value) : value;
+  if (typeof text !== "string" || !/^[1-9][0-9]{0,18}$/.test(text) || BigInt(text) > MAX_BIGINT) {
+    throw new ValidationError(`${what} ${JSON.stringify(value)} is not a positive whole number (at most 2^63 - 1)`);
+  }
+  return text;
 }

@@ -10,13 +10,13 @@
  * before anything runs. It never runs jobs itself: a worker does.
  */
 import { Cron } from "croner";
-import type pg from "pg";
 import type { BulkItem, EnqueueOptions, JobRef, Skipq } from "../core/client.js";
 import { ValidationError } from "../core/errors.js";
 import type { PayloadOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { assertInt, assertName, type Duration, encodePayload, toMs } from "../core/validate.js";
-import { schedulerStatements } from "../db/sql/scheduler.js";
+import type { Store } from "../db/store.js";
+import { Service } from "../maintenance/service.js";
 
 export interface CronOptions extends Omit<EnqueueOptions, "runAt" | "delay" | "idempotencyKey"> {
   /** Names the schedule across all processes (letters, digits, `_ . : -`). Default: the job's kind. */
@@ -77,23 +77,36 @@ export function parseCron(expression: string, timezone = "UTC"): Cron {
 
 export class Scheduler {
   private readonly schedules = new Map<string, Schedule>();
-  private readonly sql;
-  private readonly maxIntervalMs: number;
+  private readonly store: Store;
   private readonly logger: Logger;
+  private readonly service: Service<CronTickResult[]>;
   private registered = false;
-  private running = false;
-  private timer: NodeJS.Timeout | undefined;
-  private pass: Promise<unknown> | undefined;
   /** Database clock minus local clock, from the last pass: sleeps are aimed at database-time ticks. */
   private offsetMs = 0;
 
   constructor(
-    private readonly client: Skipq,
+    private readonly client: Pick<Skipq, "store" | "logger" | "maxPayloadBytes" | "enqueueManyTx">,
     options: SchedulerOptions = {},
   ) {
-    this.sql = schedulerStatements(client.schemaSql);
-    this.maxIntervalMs = toMs("maxInterval", options.maxInterval ?? "1m", { allowZero: false });
+    this.store = client.store;
     this.logger = childLogger(client.logger, { role: "scheduler" });
+    const maxIntervalMs = toMs("maxInterval", options.maxInterval ?? "1m", { allowZero: false });
+    this.service = new Service({
+      name: "cron",
+      intervalMs: maxIntervalMs,
+      run: () => this.runOnce(),
+      logger: this.logger,
+      // Sleep until the next tick on the database clock (a little after it), bounded by maxInterval.
+      next: () => {
+        const dbNow = new Date(Date.now() + this.offsetMs);
+        let wait = maxIntervalMs;
+        for (const s of this.schedules.values()) {
+          const next = s.cron.nextRun(dbNow);
+          if (next) wait = Math.min(wait, next.getTime() - dbNow.getTime() + 20);
+        }
+        return Math.max(wait, 20);
+      },
+    });
   }
 
   /**
@@ -103,7 +116,7 @@ export class Scheduler {
    */
   add<J extends JobRef<unknown>>(expression: string, job: J, payload: PayloadOf<J>, options: CronOptions = {}): this {
     const kind = assertName("kind", typeof job === "string" ? job : (job as { kind?: unknown })?.kind);
-    const name = assertName("kind", options.name ?? kind);
+    const name = assertName("schedule", options.name ?? kind);
     if (this.schedules.has(name))
       throw new ValidationError(`a cron schedule named "${name}" is already declared; give one a distinct name`);
     const timezone = options.timezone ?? "UTC";
@@ -143,16 +156,14 @@ export class Scheduler {
 
   /** Runs a pass now, then one at every tick. Idempotent. */
   async start(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    await this.tick();
+    if (this.service.started) return;
+    this.service.start();
+    await this.service.runOnce().catch(() => undefined);
   }
 
   /** Stops passes and waits for one in progress. Safe before start and twice. */
-  async stop(): Promise<void> {
-    this.running = false;
-    clearTimeout(this.timer);
-    await this.pass?.catch(() => undefined);
+  stop(): Promise<void> {
+    return this.service.stop();
   }
 
   /**
@@ -163,15 +174,15 @@ export class Scheduler {
   async runOnce(options: { now?: Date } = {}): Promise<CronTickResult[]> {
     if (this.schedules.size === 0) return [];
     const nowParam = options.now ? options.now.toISOString() : null;
-    const conn = await this.client.pool.connect();
-    const results: CronTickResult[] = [];
-    try {
-      if (!this.registered) await this.register(conn, nowParam);
-      await conn.query("BEGIN");
-      const { rows } = await conn.query<{ name: string; last_tick: Date; now: Date }>(this.sql.cronLock, [
-        [...this.schedules.keys()],
-        nowParam,
-      ]);
+    if (!this.registered) await this.register(nowParam);
+    const sql = this.store.sql.cron;
+    const results = await this.store.transaction(async (tx) => {
+      const passed: CronTickResult[] = [];
+      const { rows } = await this.store.query<{ name: string; last_tick: Date; now: Date }>(
+        sql.cronLock,
+        [[...this.schedules.keys()], nowParam],
+        tx,
+      );
       for (const row of rows) {
         const schedule = this.schedules.get(row.name) as Schedule;
         this.offsetMs = options.now ? 0 : row.now.getTime() - Date.now();
@@ -191,26 +202,21 @@ export class Scheduler {
           idempotencyKey: `cron:${schedule.name}:${tick.toISOString()}`,
           headers: { ...schedule.options.headers, "skipq-cron": `${schedule.name}@${tick.toISOString()}` },
         }));
-        const enqueued = await this.client.enqueueManyTx(conn, items);
+        const enqueued = await this.client.enqueueManyTx(tx, items);
         const last = due[due.length - 1] as Date;
-        await conn.query(this.sql.cronAdvance, [schedule.name, last, enqueued[enqueued.length - 1]?.id ?? null]);
-        results.push({ name: schedule.name, ticks: due, jobIds: enqueued.filter((e) => e.created).map((e) => e.id) });
+        await this.store.query(sql.cronAdvance, [schedule.name, last, enqueued[enqueued.length - 1]?.id ?? null], tx);
+        passed.push({ name: schedule.name, ticks: due, jobIds: enqueued.filter((e) => e.created).map((e) => e.id) });
       }
-      await conn.query("COMMIT");
-    } catch (error) {
-      await conn.query("ROLLBACK").catch(() => undefined);
-      conn.release(error as Error);
-      throw error;
-    }
-    conn.release();
+      return passed;
+    });
     for (const r of results)
       this.logger.info({ schedule: r.name, ticks: r.ticks.map((t) => t.toISOString()) }, "skipq: cron ticks enqueued");
     return results;
   }
 
-  private async register(conn: pg.PoolClient, nowParam: string | null): Promise<void> {
+  private async register(nowParam: string | null): Promise<void> {
     const all = [...this.schedules.values()];
-    await conn.query(this.sql.cronRegister, [
+    await this.store.query(this.store.sql.cron.cronRegister, [
       all.map((s) => s.name),
       all.map((s) => s.expression),
       all.map((s) => s.timezone),
@@ -219,23 +225,5 @@ export class Scheduler {
       nowParam,
     ]);
     this.registered = true;
-  }
-
-  private async tick(): Promise<void> {
-    if (!this.running) return;
-    this.pass = this.runOnce().catch((error) =>
-      this.logger.warn({ err: error }, "skipq: cron pass failed; will retry at the next tick"),
-    );
-    await this.pass;
-    if (!this.running) return;
-    // Sleep until the next tick on the database clock (a little after it), bounded by maxInterval.
-    const dbNow = new Date(Date.now() + this.offsetMs);
-    let wait = this.maxIntervalMs;
-    for (const s of this.schedules.values()) {
-      const next = s.cron.nextRun(dbNow);
-      if (next) wait = Math.min(wait, next.getTime() - dbNow.getTime() + 20);
-    }
-    this.timer = setTimeout(() => void this.tick(), Math.max(wait, 20));
-    this.timer.unref();
   }
 }

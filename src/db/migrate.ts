@@ -14,8 +14,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { MigrationError, SchemaNotMigratedError, SchemaTooNewError } from "../core/errors.js";
-import { quoteIdent } from "../core/validate.js";
-import { migrationStatements } from "./sql/migrations.js";
+import { catalogue } from "./catalogue.js";
+import { Schema } from "./schema.js";
 
 export interface Migration {
   version: number;
@@ -81,31 +81,30 @@ export interface MigrateResult {
  * Safe to call from many processes at once.
  */
 export async function migrate(pool: pg.Pool, schema: string, upTo = latestVersion()): Promise<MigrateResult> {
-  const quoted = quoteIdent(schema);
-  const sql = migrationStatements(quoted);
+  const sql = catalogue(new Schema(schema)).migrations;
   const migrations = loadMigrations().filter((m) => m.version <= upTo);
   const applied: number[] = [];
   const client = await pool.connect();
   let from = -1;
   try {
     await inTransaction(client, 0, async () => {
-      await client.query(sql.migrationLock, [schema]);
-      await client.query(sql.schemaCreate);
-      await client.query(sql.migrationTableCreate);
+      await client.query(sql.migrationLock.text, [schema]);
+      await client.query(sql.schemaCreate.text);
+      await client.query(sql.migrationTableCreate.text);
     });
     for (const migration of migrations) {
       for (let attempt = 1; ; attempt++) {
         try {
           await inTransaction(client, migration.version, async () => {
-            await client.query(sql.migrationLock, [schema]);
+            await client.query(sql.migrationLock.text, [schema]);
             // Re-read under the lock: another process may have applied it meanwhile.
             const done = await appliedVersions(client, schema);
             if (from < 0) from = Math.max(0, ...done);
             assertKnown(done, schema);
             if (done.includes(migration.version)) return;
-            await client.query(sql.searchPathSet);
+            await client.query(sql.searchPathSet.text);
             await client.query(migration.sql);
-            await client.query(sql.migrationRecord, [migration.version, migration.name, migration.breaking]);
+            await client.query(sql.migrationRecord.text, [migration.version, migration.name, migration.breaking]);
             applied.push(migration.version);
           });
           break;
@@ -148,18 +147,18 @@ async function inTransaction(client: pg.PoolClient, version: number, body: () =>
 
 /** The schema's migration version; 0 when skipq was never installed there. */
 export async function currentVersion(client: pg.ClientBase | pg.Pool, schema: string): Promise<number> {
-  const quoted = quoteIdent(schema);
-  const sql = migrationStatements(quoted);
-  const exists = await client.query<{ exists: boolean }>(sql.migrationTableExists, [`${quoted}.migrations`]);
+  const names = new Schema(schema);
+  const sql = catalogue(names).migrations;
+  const exists = await client.query<{ exists: boolean }>(sql.migrationTableExists.text, [names.table("migrations")]);
   if (!exists.rows[0]?.exists) return 0;
-  const { rows } = await client.query<{ version: number }>(sql.migrationCurrent);
+  const { rows } = await client.query<{ version: number }>(sql.migrationCurrent.text);
   return rows[0]?.version ?? 0;
 }
 
 /** Every version recorded in the schema's migrations table (empty before the first migration). */
 async function appliedVersions(client: pg.ClientBase, schema: string): Promise<number[]> {
   const { rows } = await client.query<{ version: number }>(
-    `SELECT version FROM ${quoteIdent(schema)}.migrations ORDER BY version`,
+    catalogue(new Schema(schema)).migrations.migrationVersions.text,
   );
   return rows.map((r) => r.version);
 }

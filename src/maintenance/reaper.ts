@@ -1,107 +1,81 @@
 /**
- * The reaper: returns jobs whose lease ran out (a crashed, killed or stalled
- * worker) to pending, or to dead when their attempts are used up.
+ * The reaper: returns jobs whose lease ran out (a crashed, killed, stalled or
+ * cut-off worker) to pending, or to dead when their attempts are used up.
  *
- * Every worker runs one, but a pass only does work while holding the schema's
- * maintenance advisory lock, so exactly one pass runs at a time across all
- * processes. All comparisons use the database clock.
+ * It runs as a task of the maintainer's leader (one process at a time), in
+ * single autocommit statements of at most 1,000 jobs, each rechecking status
+ * and expiry on the locked row: so even two reapers at once (a split brain)
+ * release each job once, and a job a worker completed concurrently is never
+ * reverted. All comparisons use the database clock.
  */
-import type pg from "pg";
 import type { Logger } from "../core/logger.js";
-import { maintenanceStatements } from "../db/sql/maintenance.js";
+import type { Store } from "../db/store.js";
+import { Service } from "./service.js";
+
+export interface ReapedJob {
+  id: string;
+  status: string;
+  locked_by: string | null;
+}
 
 export interface ReaperOptions {
-  pool: pg.Pool;
-  schema: string;
-  schemaSql: string;
-  /** Time between passes, ms. Default 5000. */
+  store: Store;
+  /** Time between passes, ms. */
   intervalMs: number;
   logger: Logger;
-  onReaped?: (jobs: ReadonlyArray<{ id: string; status: string; locked_by: string | null }>) => void;
+  /** Reap only while this says so (the maintainer's leader lease). Default: always. */
+  isLeader?: () => boolean;
+  onReaped?: (jobs: ReadonlyArray<ReapedJob>) => void;
 }
 
 export interface ReapResult {
-  /** False when another process held the maintenance lock, so this pass did nothing. */
+  /** False when this process was not the leader, so the pass did nothing. */
   leader: boolean;
-  reaped: Array<{ id: string; status: string; locked_by: string | null }>;
+  reaped: ReapedJob[];
 }
 
 const BATCH = 1000;
 
 export class Reaper {
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
-  private pass: Promise<unknown> | undefined;
-  private readonly sql;
+  private readonly service: Service<ReapResult>;
 
-  constructor(private readonly options: ReaperOptions) {
-    this.sql = maintenanceStatements(options.schemaSql, options.schema);
+  constructor(private readonly o: ReaperOptions) {
+    this.service = new Service({
+      name: "reaper",
+      intervalMs: o.intervalMs,
+      run: () => this.pass(),
+      logger: o.logger,
+      firstPass: "spread",
+    });
   }
 
   /** Starts periodic passes. Idempotent. */
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.schedule(Math.random() * this.options.intervalMs);
+    this.service.start();
   }
 
   /** Stops passes and waits for one in progress. Safe before start and twice. */
-  async stop(): Promise<void> {
-    this.running = false;
-    clearTimeout(this.timer);
-    await this.pass?.catch(() => undefined);
+  stop(): Promise<void> {
+    return this.service.stop();
   }
 
-  /** One pass: take the maintenance lock if free, reap expired leases in batches, commit. */
-  async runOnce(): Promise<ReapResult> {
-    const client = await this.options.pool.connect();
-    const reaped: ReapResult["reaped"] = [];
-    let failure: Error | undefined;
-    // The pool may be the caller's: guard this checkout against 'error' events (a server
-    // restart between two statements), which would otherwise crash the process.
-    const onError = (error: Error) => {
-      failure ??= error;
-    };
-    client.on("error", onError);
-    try {
-      await client.query("BEGIN");
-      const { rows } = await client.query<{ acquired: boolean }>(this.sql.leaderTryAcquire.text, [this.options.schema]);
-      if (!rows[0]?.acquired) {
-        await client.query("COMMIT");
-        return { leader: false, reaped };
-      }
-      for (;;) {
-        const result = await client.query<{ id: string; status: string; locked_by: string | null }>(
-          this.sql.jobReapExpired.text,
-          [BATCH],
-        );
-        reaped.push(...result.rows);
-        if (result.rows.length < BATCH) break;
-      }
-      await client.query("COMMIT");
-    } catch (error) {
-      failure = error as Error;
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    } finally {
-      client.removeListener("error", onError);
-      // A connection that failed mid-transaction is discarded, not reused.
-      client.release(failure);
+  /** One pass: reap expired leases in batches until a batch comes back short. */
+  runOnce(): Promise<ReapResult> {
+    return this.service.runOnce();
+  }
+
+  private async pass(): Promise<ReapResult> {
+    if (this.o.isLeader && !this.o.isLeader()) return { leader: false, reaped: [] };
+    const reaped: ReapedJob[] = [];
+    for (;;) {
+      const { rows } = await this.o.store.query<ReapedJob>(this.o.store.sql.maintenance.jobReapExpired, [BATCH]);
+      reaped.push(...rows);
+      if (rows.length < BATCH) break;
     }
     if (reaped.length > 0) {
-      this.options.logger.info({ count: reaped.length }, "skipq: reaped jobs whose lease expired");
-      this.options.onReaped?.(reaped);
+      this.o.logger.info({ count: reaped.length }, "skipq: reaped jobs whose lease expired");
+      this.o.onReaped?.(reaped);
     }
     return { leader: true, reaped };
-  }
-
-  private schedule(delay: number): void {
-    if (!this.running) return;
-    this.timer = setTimeout(() => {
-      this.pass = this.runOnce()
-        .catch((error) => this.options.logger.warn({ err: error }, "skipq: reaper pass failed; will retry"))
-        .finally(() => this.schedule(this.options.intervalMs));
-    }, delay);
-    this.timer.unref();
   }
 }

@@ -4,12 +4,12 @@
  */
 import type { Skipq } from "../core/client.js";
 import { SkipqError, ValidationError } from "../core/errors.js";
-import { assertDate, assertInt, assertKey, assertName, type Duration, toMs } from "../core/validate.js";
+import { assertId, assertInt, assertKey, assertName, type Duration, toMs } from "../core/validate.js";
 import { parseCron } from "../cron/scheduler.js";
-import { adminStatements } from "../db/sql/admin.js";
-import { flowStatements } from "../db/sql/flow.js";
-import { opsStatements } from "../db/sql/ops.js";
-import { schedulerStatements } from "../db/sql/scheduler.js";
+import { JobStore } from "../db/jobStore.js";
+import type { Store } from "../db/store.js";
+import { pauseTarget } from "../flow/pause.js";
+import { prune } from "../maintenance/pruner.js";
 import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
 
 export type JobStatus = "pending" | "running" | "completed" | "dead" | "cancelled";
@@ -114,13 +114,6 @@ export interface ListOptions {
   limit?: number;
 }
 
-function assertId(id: unknown): string {
-  const text = typeof id === "number" ? String(id) : id;
-  if (typeof text !== "string" || !/^[1-9][0-9]{0,18}$/.test(text))
-    throw new ValidationError(`job id ${JSON.stringify(id)} is not a positive integer`);
-  return text;
-}
-
 /** `%text%` for ILIKE, with the user's `\\`, `%` and `_` taken literally. */
 function likePattern(text: unknown): string {
   if (typeof text !== "string" || text.length > 200 || text.includes("\u0000"))
@@ -161,19 +154,31 @@ export interface CronScheduleRow {
 }
 
 export class Admin {
-  private readonly sql;
-  private readonly ops;
-  private readonly flow;
-  private readonly cron;
-  constructor(private readonly client: Skipq) {
-    this.sql = adminStatements(client.schemaSql);
-    this.ops = opsStatements(client.schemaSql);
-    this.flow = flowStatements(client.schemaSql);
-    this.cron = schedulerStatements(client.schemaSql);
+  private readonly store: Store;
+  private readonly jobs: JobStore;
+  constructor(client: Pick<Skipq, "store">) {
+    this.store = client.store;
+    this.jobs = new JobStore(client.store);
+  }
+
+  private get sql() {
+    return this.store.sql.admin;
+  }
+
+  private get ops() {
+    return this.store.sql.ops;
+  }
+
+  private get flow() {
+    return this.store.sql.flow;
+  }
+
+  private get cron() {
+    return this.store.sql.cron;
   }
 
   async getJob(id: string | number): Promise<JobRow | undefined> {
-    const { rows } = await this.client.pool.query<JobRow>(this.sql.jobGet, [assertId(id)]);
+    const { rows } = await this.store.query<JobRow>(this.sql.jobGet, [assertId(id)]);
     return rows[0];
   }
 
@@ -181,7 +186,7 @@ export class Admin {
     if (options.status !== undefined && !JOB_STATUSES.includes(options.status)) {
       throw new ValidationError(`status ${JSON.stringify(options.status)} is not one of ${JOB_STATUSES.join(", ")}`);
     }
-    const { rows } = await this.client.pool.query(this.sql.jobList, [
+    const { rows } = await this.store.query(this.sql.jobList, [
       options.status ?? null,
       options.queue === undefined ? null : assertName("queue", options.queue),
       options.kind === undefined ? null : assertName("kind", options.kind),
@@ -193,7 +198,7 @@ export class Admin {
   }
 
   async stats(): Promise<QueueStats[]> {
-    const { rows } = await this.client.pool.query(this.sql.queueStats);
+    const { rows } = await this.store.query(this.sql.queueStats);
     return rows.map((r) => ({
       queue: r.queue,
       pending: Number(r.pending),
@@ -209,13 +214,13 @@ export class Admin {
   /** Puts a dead or cancelled job back to pending with fresh attempts. Throws when the job is not dead or cancelled. */
   async retryJob(id: string | number): Promise<void> {
     const jobId = assertId(id);
-    const { rowCount } = await this.client.pool.query(this.sql.jobRetry, [jobId]);
+    const { rowCount } = await this.store.query(this.sql.jobRetry, [jobId]);
     if (rowCount === 0) throw await this.notActionable(jobId, "retried", "dead or cancelled");
   }
 
   /** Retries every dead job (of one queue, if given). Returns how many. */
   async retryDead(queue?: string): Promise<number> {
-    const { rowCount } = await this.client.pool.query(this.sql.jobRetryDead, [
+    const { rowCount } = await this.store.query(this.sql.jobRetryDead, [
       queue === undefined ? null : assertName("queue", queue),
     ]);
     return rowCount ?? 0;
@@ -228,42 +233,49 @@ export class Admin {
    */
   async cancelJob(id: string | number): Promise<void> {
     const jobId = assertId(id);
-    const { rowCount } = await this.client.pool.query(this.sql.jobCancel, [jobId, this.client.channel]);
+    const { rowCount } = await this.store.query(this.sql.jobCancel, [jobId, this.store.schema.channel]);
     if (rowCount === 0) throw await this.notActionable(jobId, "cancelled", "pending or running");
   }
 
-  /** Deletes terminal jobs older than `olderThan`, in batches. Returns how many. */
-  async prune(olderThan: Duration, statuses: JobStatus[] = ["completed"]): Promise<number> {
+  /**
+   * Deletes terminal jobs older than `olderThan`, in batches — the pruner's own statement, so a job with an
+   * idempotency key is kept until also older than `keyRetention` (default "1d"). Returns how many.
+   */
+  async prune(
+    olderThan: Duration,
+    statuses: JobStatus[] = ["completed"],
+    options: { keyRetention?: Duration } = {},
+  ): Promise<number> {
     const ms = toMs("olderThan", olderThan);
-    for (const s of statuses)
-      if (!["completed", "dead", "cancelled"].includes(s))
+    const keyMs = toMs("keyRetention", options.keyRetention ?? "1d");
+    const ages: Partial<Record<"completed" | "dead" | "cancelled", number>> = {};
+    for (const s of statuses) {
+      if (s !== "completed" && s !== "dead" && s !== "cancelled")
         throw new ValidationError(`prune removes only completed, dead or cancelled jobs, not ${s}`);
-    let total = 0;
-    for (;;) {
-      const { rowCount } = await this.client.pool.query(this.sql.jobPrune, [ms, 1000, statuses]);
-      total += rowCount ?? 0;
-      if ((rowCount ?? 0) < 1000) return total;
+      ages[s] = ms;
     }
+    const result = await prune(this.store, ages, keyMs, 1000);
+    return result.completed + result.dead + result.cancelled;
   }
 
   /** Stops claims from a queue (running jobs finish). Takes effect at every worker's next claim. */
   async pauseQueue(queue: string): Promise<void> {
-    await this.client.pool.query(this.sql.queuePause, [assertName("queue", queue)]);
+    await this.store.query(this.sql.queuePause, [assertName("queue", queue)]);
   }
 
   async resumeQueue(queue: string): Promise<void> {
-    await this.client.pool.query(this.sql.queueResume, [assertName("queue", queue)]);
+    await this.store.query(this.sql.queueResume, [assertName("queue", queue)]);
   }
 
   /** Queues with settings, and whether each is paused. */
   async listQueueSettings(): Promise<Array<{ name: string; paused: boolean; pausedAt: Date | null }>> {
-    const { rows } = await this.client.pool.query(this.sql.queueList);
+    const { rows } = await this.store.query(this.sql.queueList);
     return rows.map((r) => ({ name: r.name, paused: r.paused_at !== null, pausedAt: r.paused_at }));
   }
 
   /** Dead jobs grouped by error fingerprint, most frequent first. */
   async deadByFingerprint(options: { queue?: string; limit?: number } = {}): Promise<DeadGroup[]> {
-    const { rows } = await this.client.pool.query(this.sql.deadByFingerprint, [
+    const { rows } = await this.store.query(this.sql.deadByFingerprint, [
       options.queue === undefined ? null : assertName("queue", options.queue),
       assertInt("limit", options.limit ?? 50, 1, 1000),
     ]);
@@ -274,7 +286,7 @@ export class Admin {
   async retryDeadByFingerprint(fingerprint: string, queue?: string): Promise<number> {
     if (typeof fingerprint !== "string" || !/^[0-9a-f]{16}$/.test(fingerprint))
       throw new ValidationError(`fingerprint ${JSON.stringify(fingerprint)} is not 16 hex digits`);
-    const { rowCount } = await this.client.pool.query(this.sql.jobRetryDeadFingerprint, [
+    const { rowCount } = await this.store.query(this.sql.jobRetryDeadFingerprint, [
       fingerprint,
       queue === undefined ? null : assertName("queue", queue),
     ]);
@@ -288,7 +300,7 @@ export class Admin {
    * history, so it stays cheap on a table with millions of finished jobs.
    */
   async overview(): Promise<QueueOverview[]> {
-    const { rows } = await this.client.pool.query(this.ops.queueOverview);
+    const { rows } = await this.store.query(this.ops.queueOverview);
     return rows.map((r) => ({
       queue: r.queue,
       pending: r.pending,
@@ -303,7 +315,7 @@ export class Admin {
 
   /** Completions per minute over the last hour, oldest minute first (60 numbers). */
   async throughput(queue?: string): Promise<number[]> {
-    const { rows } = await this.client.pool.query(this.ops.throughputLastHour, [
+    const { rows } = await this.store.query(this.ops.throughputLastHour, [
       queue === undefined ? null : assertName("queue", queue),
     ]);
     const perMinute = new Array<number>(60).fill(0);
@@ -313,13 +325,13 @@ export class Admin {
 
   /** Workers that recorded their presence recently (each does every 10 s by default). */
   async workers(): Promise<WorkerPresence[]> {
-    const { rows } = await this.client.pool.query(this.ops.workersLive);
+    const { rows } = await this.store.query(this.ops.workersLive);
     return rows;
   }
 
   /** Health warnings: xmin horizon holders, dead tuples on the jobs table, pending kinds no live worker handles. */
   health(options?: HealthOptions): Promise<HealthReport> {
-    return checkHealth(this.client.pool, this.client.schema, this.client.schemaSql, options);
+    return checkHealth(this.store, options);
   }
 
   // ── Flow control: limits and key pauses (docs/flow-control.md) ──────────────
@@ -339,20 +351,20 @@ export class Admin {
     const rate = limits.rate ?? null;
     const rateLimit = rate === null ? null : assertInt("rate.limit", rate.limit, 1, max);
     const rateWindow = rate === null ? null : toMs("rate.window", rate.window, { allowZero: false, max: 86_400_000 });
-    await this.client.pool.query(this.flow.queueSetLimits, [
+    await this.store.query(this.flow.queueSetLimits, [
       name,
       concurrency,
       keyConcurrency,
       rateLimit,
       rateWindow,
       rate?.perKey ?? false,
-      this.client.channel,
+      this.store.schema.channel,
     ]);
   }
 
   /** Limits and pause state of one queue (or all queues with settings). */
   async getQueueLimits(queue?: string): Promise<QueueSettings[]> {
-    const { rows } = await this.client.pool.query(this.flow.queueGetLimits, [
+    const { rows } = await this.store.query(this.flow.queueGetLimits, [
       queue === undefined ? null : assertName("queue", queue),
     ]);
     return rows.map((r) => ({
@@ -373,19 +385,16 @@ export class Admin {
    * A later pause never shortens an earlier one. Returns when the pause ends.
    */
   async pauseKey(queue: string, key: string | null, until: Date | Duration): Promise<Date> {
-    const { rows } = await this.client.pool.query(this.flow.queueKeyPause, [
+    return this.jobs.pauseKey(
       assertName("queue", queue),
-      key === null ? "" : assertKey(key, "key"),
-      until instanceof Date ? 0 : toMs("until", until, { allowZero: false }),
-      this.client.channel,
-      until instanceof Date ? assertDate("until", until).toISOString() : null,
-    ]);
-    return rows[0].paused_until;
+      key === null ? null : assertKey(key, "key"),
+      pauseTarget(until),
+    );
   }
 
   /** Ends a key's pause now (`key` null: the queue-wide timed pause). Returns false when it was not paused. */
   async resumeKey(queue: string, key: string | null): Promise<boolean> {
-    const { rowCount } = await this.client.pool.query(this.flow.queueKeyResume, [
+    const { rowCount } = await this.store.query(this.flow.queueKeyResume, [
       assertName("queue", queue),
       key === null ? "" : assertKey(key, "key"),
     ]);
@@ -394,7 +403,7 @@ export class Admin {
 
   /** Keys paused now (key null: the whole queue). */
   async pausedKeys(queue?: string): Promise<Array<{ queue: string; key: string | null; pausedUntil: Date }>> {
-    const { rows } = await this.client.pool.query(this.flow.queueKeysPaused, [
+    const { rows } = await this.store.query(this.flow.queueKeysPaused, [
       queue === undefined ? null : assertName("queue", queue),
     ]);
     return rows.map((r) => ({ queue: r.queue, key: r.key === "" ? null : r.key, pausedUntil: r.paused_until }));
@@ -404,8 +413,8 @@ export class Admin {
 
   /** Cron schedules declared by any process's Scheduler, with the last tick enqueued and the next one. */
   async cronSchedules(): Promise<CronScheduleRow[]> {
-    const { rows } = await this.client.pool.query(this.cron.cronList);
-    const { rows: now } = await this.client.pool.query(this.cron.dbNow);
+    const { rows } = await this.store.query(this.cron.cronList);
+    const { rows: now } = await this.store.query(this.cron.dbNow);
     return rows.map((r) => {
       let next: Date | null = null;
       try {
@@ -428,7 +437,7 @@ export class Admin {
 
   /** Forgets a schedule no longer declared in code (a running Scheduler that declares it re-creates it). */
   async removeCronSchedule(name: string): Promise<boolean> {
-    const { rowCount } = await this.client.pool.query(this.cron.cronRemove, [assertName("kind", name)]);
+    const { rowCount } = await this.store.query(this.cron.cronRemove, [assertName("schedule", name)]);
     return (rowCount ?? 0) > 0;
   }
 

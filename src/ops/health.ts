@@ -5,9 +5,8 @@
  * piling up on the jobs table; runnable jobs of a kind no live worker handles.
  * Read-only: it only reads statistics views and the live-row indexes.
  */
-import type pg from "pg";
 import { type Duration, toMs } from "../core/validate.js";
-import { opsStatements } from "../db/sql/ops.js";
+import type { Store } from "../db/store.js";
 
 export type HealthCheck = "long-transaction" | "idle-in-transaction" | "xmin-holder" | "dead-tuples" | "unhandled-kind";
 
@@ -51,13 +50,9 @@ export interface HealthOptions {
 
 const seconds = (v: unknown): number => Math.round(Number(v ?? 0));
 
-export async function checkHealth(
-  pool: pg.Pool,
-  schema: string,
-  schemaSql: string,
-  options: HealthOptions = {},
-): Promise<HealthReport> {
-  const sql = opsStatements(schemaSql);
+export async function checkHealth(store: Store, options: HealthOptions = {}): Promise<HealthReport> {
+  const sql = store.sql.ops;
+  const schema = store.schema.name;
   const longMs = toMs("longTransaction", options.longTransaction ?? "5m");
   const idleMs = toMs("idleInTransaction", options.idleInTransaction ?? "1m");
   const unhandledMs = toMs("unhandledAfter", options.unhandledAfter ?? "1m");
@@ -66,10 +61,10 @@ export async function checkHealth(
   const ratio = options.deadTupleRatio ?? 0.2;
 
   const [holders, others, tuples, unhandled] = await Promise.all([
-    pool.query(sql.xminHolders),
-    pool.query(sql.xminOthers),
-    pool.query(sql.jobsTableTuples, [schema]),
-    pool.query(sql.unhandledKinds, [unhandledMs]),
+    store.query(sql.xminHolders),
+    store.query(sql.xminOthers),
+    store.query(sql.jobsTableTuples, [schema]),
+    store.query(sql.unhandledKinds, [unhandledMs]),
   ]);
   const warnings: HealthWarning[] = [];
   for (const s of holders.rows) {

@@ -13,12 +13,12 @@ import { EventEmitter } from "node:events";
 import os from "node:os";
 import { type BackoffOptions, backoffMs } from "../core/backoff.js";
 import type { Queryable, Skipq } from "../core/client.js";
+import { formatError } from "../core/errorFormat.js";
 import { ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
-import { assertInt, assertName, type Duration, encodePayload, toMs } from "../core/validate.js";
-import type { Statement } from "../db/sql/jobs.js";
-import { type OutboxStatements, outboxStatements } from "../db/sql/outbox.js";
-import { formatError } from "../worker/worker.js";
+import { assertInt, assertName, type Duration, encodeHeaders, encodePayload, toMs } from "../core/validate.js";
+import type { Statement } from "../db/statements.js";
+import type { Store } from "../db/store.js";
 
 /** An event as a sink receives it. */
 export interface OutboxEvent {
@@ -51,10 +51,15 @@ export interface PublishOptions {
 /** Writes events into the outbox; one per schema. */
 export class Outbox {
   /** @internal */
-  readonly sql: OutboxStatements;
+  readonly store: Store;
 
   constructor(readonly skipq: Skipq) {
-    this.sql = outboxStatements(skipq.schemaSql, skipq.schema);
+    this.store = skipq.store;
+  }
+
+  /** @internal */
+  get sql() {
+    return this.store.sql.outbox;
   }
 
   /**
@@ -70,14 +75,16 @@ export class Outbox {
     event: unknown,
     options: PublishOptions = {},
   ): Promise<{ id: string }> {
-    assertName("queue", topic);
+    assertName("topic", topic);
     if (typeof key !== "string" || key.length === 0 || key.length > 512 || key.includes("\u0000")) {
       throw new ValidationError("outbox key must be a non-empty string of at most 512 characters without NUL");
     }
     const body = encodePayload(event, this.skipq.maxPayloadBytes);
     const headers = options.headers === undefined ? null : encodeHeaders(options.headers);
-    const { rows } = await tx.query(
-      this.skipq.statement(this.sql.outboxInsert, [topic, key, body, headers, `skipq.outbox:${this.skipq.schema}`]),
+    const { rows } = await this.store.query(
+      this.sql.outboxInsert,
+      [topic, key, body, headers, `skipq.outbox:${this.store.schema.name}`],
+      tx,
     );
     return { id: String(rows[0].id) };
   }
@@ -89,7 +96,7 @@ export class Outbox {
 
   /** Undelivered events and the age of the oldest. */
   async backlog(): Promise<{ undelivered: number; oldestMs: number }> {
-    const { rows } = await this.skipq.pool.query(this.skipq.statement(this.sql.outboxBacklog, []));
+    const { rows } = await this.store.query(this.sql.outboxBacklog);
     return { undelivered: rows[0].undelivered, oldestMs: rows[0].oldest_ms };
   }
 
@@ -98,7 +105,7 @@ export class Outbox {
     const ms = toMs("olderThan", olderThan);
     let total = 0;
     for (;;) {
-      const { rowCount } = await this.skipq.pool.query(this.skipq.statement(this.sql.outboxPrune, [ms, batchSize]));
+      const { rowCount } = await this.store.query(this.sql.outboxPrune, [ms, batchSize]);
       total += rowCount ?? 0;
       if ((rowCount ?? 0) < batchSize) return total;
     }
@@ -212,10 +219,13 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
    * record outcomes. Returns how many events were claimed.
    */
   async runOnce(): Promise<number> {
-    const skipq = this.outbox.skipq;
-    const { rows } = await skipq.pool.query(
-      skipq.statement(this.outbox.sql.outboxClaim, [this.batchSize, this.id, this.lockMs, this.perKeyBatch]),
-    );
+    const store = this.outbox.store;
+    const { rows } = await store.query(this.outbox.sql.outboxClaim, [
+      this.batchSize,
+      this.id,
+      this.lockMs,
+      this.perKeyBatch,
+    ]);
     if (rows.length === 0) return 0;
     this.stats.claimed += rows.length;
     const runs = new Map<string, Claimed[]>();
@@ -265,9 +275,7 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
     const fenced = async (statement: Statement, list: Claimed[], extra: unknown[][] = []) => {
       if (list.length === 0) return new Set<string>();
       const ids = list.map((c) => c.event.id);
-      const { rows: done } = await skipq.pool.query(
-        skipq.statement(statement, [ids, list.map((c) => c.lease), ...extra]),
-      );
+      const { rows: done } = await store.query<{ id: unknown }>(statement, [ids, list.map((c) => c.lease), ...extra]);
       this.noteStale(ids, done);
       return new Set(done.map((r) => String(r.id)));
     };
@@ -325,14 +333,4 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
       this.wake = undefined;
     }
   }
-}
-
-function encodeHeaders(headers: Record<string, string>): string {
-  if (typeof headers !== "object" || headers === null || Array.isArray(headers)) {
-    throw new ValidationError("headers must be an object of strings");
-  }
-  for (const [name, value] of Object.entries(headers)) {
-    if (typeof value !== "string") throw new ValidationError(`header ${JSON.stringify(name)} must be a string`);
-  }
-  return encodePayload(headers, 64 * 1024);
 }

@@ -1,18 +1,17 @@
 /**
  * Worker presence: each worker upserts a row (its id, queues and kinds) into
  * the workers table on an interval and deletes it on a clean stop, so health
- * checks can tell which pending kinds no live worker handles.
- * Runs on its own timer, never on the claim path; a failed upsert is logged
- * and retried at the next interval and never stops the worker.
+ * checks and the dashboard can tell which workers live and which pending
+ * kinds no live worker handles. Off the claim path; a failed upsert is logged
+ * by the service and retried at the next interval, never stopping the worker.
  */
 import os from "node:os";
-import type pg from "pg";
 import type { Logger } from "../core/logger.js";
-import { opsStatements } from "../db/sql/ops.js";
+import type { Store } from "../db/store.js";
+import { Service } from "../maintenance/service.js";
 
 export interface PresenceOptions {
-  pool: pg.Pool;
-  schemaSql: string;
+  store: Store;
   workerId: string;
   queues: readonly string[];
   kinds: () => string[];
@@ -22,62 +21,44 @@ export interface PresenceOptions {
 }
 
 export class Presence {
-  private readonly sql;
-  private timer: NodeJS.Timeout | undefined;
-  private current: Promise<void> | undefined;
-  private failures = 0;
+  private readonly service: Service<void>;
 
-  constructor(private readonly options: PresenceOptions) {
-    this.sql = opsStatements(options.schemaSql);
+  constructor(private readonly o: PresenceOptions) {
+    this.service = new Service({
+      name: "presence",
+      intervalMs: o.intervalMs,
+      run: () => this.upsert(),
+      logger: o.logger,
+    });
   }
 
   /** Upserts now, then on every interval. Idempotent. */
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.runOnce(), this.options.intervalMs);
-    this.timer.unref();
-    void this.runOnce();
+    this.service.start();
   }
 
-  /** One upsert; never throws. */
+  /** One upsert. */
   runOnce(): Promise<void> {
-    if (this.current) return this.current;
-    const o = this.options;
-    this.current = o.pool
-      .query(this.sql.workerPresenceUpsert, [
-        o.workerId,
-        o.queues,
-        o.kinds(),
-        os.hostname(),
-        process.pid,
-        o.intervalMs * 3,
-      ])
-      .then(
-        () => {
-          this.failures = 0;
-        },
-        (error) => {
-          this.failures++;
-          if (this.failures === 1 || this.failures % 20 === 0)
-            o.logger.warn(
-              { err: error, failures: this.failures },
-              "skipq: recording worker presence failed; will retry",
-            );
-        },
-      )
-      .finally(() => {
-        this.current = undefined;
-      });
-    return this.current;
+    return this.service.runOnce();
   }
 
-  /** Stops the timer and deletes this worker's row. Safe before start and twice. */
+  /** Stops upserting and deletes this worker's row. Safe before start and twice. */
   async stop(): Promise<void> {
-    const started = this.timer !== undefined;
-    clearInterval(this.timer);
-    this.timer = undefined;
+    const started = this.service.started;
+    await this.service.stop();
     if (!started) return;
-    await this.current;
-    await this.options.pool.query(this.sql.workerPresenceDelete, [this.options.workerId]).catch(() => undefined);
+    await this.o.store.query(this.o.store.sql.ops.workerPresenceDelete, [this.o.workerId]).catch(() => undefined);
+  }
+
+  private async upsert(): Promise<void> {
+    const o = this.o;
+    await o.store.query(o.store.sql.ops.workerPresenceUpsert, [
+      o.workerId,
+      o.queues,
+      o.kinds(),
+      os.hostname(),
+      process.pid,
+      o.intervalMs * 3,
+    ]);
   }
 }

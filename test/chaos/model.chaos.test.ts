@@ -13,8 +13,6 @@
 import fc from "fast-check";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { adminStatements } from "../../src/db/sql/admin.js";
-import { maintenanceStatements } from "../../src/db/sql/maintenance.js";
 import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import { type ChaosQueue, chaosQueue, recordResult, startServer } from "./harness.js";
 
@@ -49,7 +47,8 @@ const totals = { runs: 0, steps: 0, stale: 0, accepted: 0 };
 
 function statements(c: ChaosQueue) {
   const s = `"${c.schema}"`;
-  return { jobs: c.skipq.sql, maintenance: maintenanceStatements(s, c.schema), admin: adminStatements(s), s };
+  const { jobs, maintenance, admin } = c.skipq.store.sql;
+  return { jobs, maintenance, admin, s };
 }
 
 beforeAll(async () => {
@@ -207,7 +206,7 @@ class Cancel implements fc.AsyncCommand<Model, Real> {
   check = (m: Model) => pick(m, this.k) !== undefined;
   async run(m: Model, r: Real) {
     const job = pick(m, this.k) as ModelJob;
-    const { rowCount } = await r.db.query(sql.admin.jobCancel, [job.id, q.skipq.channel]);
+    const { rowCount } = await r.db.query(sql.admin.jobCancel.text, [job.id, q.skipq.channel]);
     const cancellable = job.status === "pending" || job.status === "running";
     expect(rowCount).toBe(cancellable ? 1 : 0);
     if (cancellable) {
@@ -224,7 +223,7 @@ class Retry implements fc.AsyncCommand<Model, Real> {
   check = (m: Model) => pick(m, this.k) !== undefined;
   async run(m: Model, r: Real) {
     const job = pick(m, this.k) as ModelJob;
-    const { rowCount } = await r.db.query(sql.admin.jobRetry, [job.id]);
+    const { rowCount } = await r.db.query(sql.admin.jobRetry.text, [job.id]);
     const retryable = job.status === "dead" || job.status === "cancelled";
     expect(rowCount).toBe(retryable ? 1 : 0);
     if (retryable) {

@@ -9,8 +9,9 @@
  */
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { maintenanceStatements } from "../../src/db/sql/maintenance.js";
+import { Store } from "../../src/db/store.js";
 import { Admin, latestVersion, Skipq, silentLogger } from "../../src/index.js";
+import { LeaderLease } from "../../src/maintenance/leader.js";
 import { Reaper } from "../../src/maintenance/reaper.js";
 import {
   CHAOS_WORKER,
@@ -53,7 +54,12 @@ describe("races", () => {
         conns.map(async (c, i) => {
           for (let round = 0; round < 20; round++) {
             try {
-              const { rows } = await c.query(q.skipq.sql.jobClaimBatch.text, [["default"], 2, `racer-${i}`, 30_000]);
+              const { rows } = await c.query(q.skipq.store.sql.jobs.jobClaimBatch.text, [
+                ["default"],
+                2,
+                `racer-${i}`,
+                30_000,
+              ]);
               claims++;
               maxRows = Math.max(maxRows, rows.length);
               for (const row of rows) claimed.push(row.id);
@@ -106,8 +112,8 @@ describe("races", () => {
 
   it("C3: a reaper racing a completion never reverts a completed job", async () => {
     const q = await queue("c3");
-    const s = `"${q.schema}"`;
-    const maintenance = maintenanceStatements(s, q.schema);
+    const s = q.skipq.schemaSql;
+    const maintenance = q.skipq.store.sql.maintenance;
     const [reaper, worker] = await clients(2);
     if (!reaper || !worker) throw new Error("no connections");
     let reverted = 0;
@@ -116,7 +122,7 @@ describe("races", () => {
       for (const reaperFirst of [false, true]) {
         await q.db.query(`DELETE FROM ${s}.jobs`);
         await enqueueChaos(q, 1, {});
-        const { rows } = await q.db.query(q.skipq.sql.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
+        const { rows } = await q.db.query(q.skipq.store.sql.jobs.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
         const job = rows[0];
         // The lease ran out just now: both the reaper and the late completion are legitimate contenders.
         await q.db.query(`UPDATE ${s}.jobs SET lease_expires_at = now() - interval '1 ms' WHERE id = $1`, [job.id]);
@@ -125,7 +131,7 @@ describe("races", () => {
         if (reaperFirst) {
           // The reaper locks the row first; the completion waits on it, then finds the lease gone.
           await reaper.query(maintenance.jobReapExpired.text, [1000]);
-          completion = worker.query(q.skipq.sql.jobCompleteMany.text, [[job.id], [job.lease]]);
+          completion = worker.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[job.id], [job.lease]]);
           await until("the completion waits on the reaper's row lock", async () => {
             const { rows: waiting } = await q.db.query(
               "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%completed_at%'",
@@ -135,7 +141,7 @@ describe("races", () => {
           await reaper.query("COMMIT");
           staleCompletions += (await completion).rowCount === 0 ? 1 : 0;
         } else {
-          completion = worker.query(q.skipq.sql.jobCompleteMany.text, [[job.id], [job.lease]]);
+          completion = worker.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[job.id], [job.lease]]);
           expect((await completion).rowCount).toBe(1);
           await reaper.query(maintenance.jobReapExpired.text, [1000]);
           await reaper.query("COMMIT");
@@ -164,21 +170,34 @@ describe("races", () => {
     const q = await queue("c4");
     const s = `"${q.schema}"`;
     await enqueueChaos(q, 500, {});
-    await q.db.query(q.skipq.sql.jobClaimBatch.text, [["default"], 500, "dead-worker", 30_000]);
+    await q.db.query(q.skipq.store.sql.jobs.jobClaimBatch.text, [["default"], 500, "dead-worker", 30_000]);
     await q.db.query(`UPDATE ${s}.jobs SET lease_expires_at = now() - interval '1 second'`);
     const pools = [1, 2, 3].map(() => new pg.Pool({ connectionString: suite.server.url, max: 2 }));
-    // Leaders elected by the advisory lock: at most one pass reaps at a time.
-    const reapers = pools.map(
-      (pool) => new Reaper({ pool, schema: q.schema, schemaSql: s, intervalMs: 1000, logger: silentLogger }),
+    // Three maintainers elect a leader through the lease; only the leader's reaper reaps.
+    const stores = pools.map((pool) => new Store(q.schema, pool));
+    const leases = stores.map(
+      (store, i) => new LeaderLease({ store, holder: `maintainer-${i}`, leaseMs: 30_000, logger: silentLogger }),
     );
-    const maintenance = maintenanceStatements(s, q.schema);
+    const reapers = stores.map(
+      (store, i) =>
+        new Reaper({
+          store,
+          intervalMs: 1000,
+          logger: silentLogger,
+          isLeader: () => (leases[i] as LeaderLease).isLeader,
+        }),
+    );
+    const maintenance = q.skipq.store.sql.maintenance;
     let deadlocks = 0;
     const ids: string[] = [];
     try {
+      const elected = await Promise.all(leases.map((l) => l.tryAcquire()));
+      expect(elected.filter(Boolean)).toHaveLength(1);
       const results = await Promise.all(reapers.map((r) => r.runOnce()));
+      expect(results.filter((r) => r.leader)).toHaveLength(1);
       for (const r of results) ids.push(...r.reaped.map((x) => x.id));
       // Split leadership: the statement itself run in parallel without the lock (SKIP LOCKED + recheck).
-      await q.db.query(q.skipq.sql.jobClaimBatch.text, [["default"], 500, "dead-worker", 30_000]);
+      await q.db.query(q.skipq.store.sql.jobs.jobClaimBatch.text, [["default"], 500, "dead-worker", 30_000]);
       await q.db.query(`UPDATE ${s}.jobs SET lease_expires_at = now() - interval '1 second'`);
       const raw = await Promise.all(
         pools.map((pool) =>
@@ -198,6 +217,7 @@ describe("races", () => {
       expect(second.length).toBe(500);
       expect(new Set(second).size).toBe(500);
     } finally {
+      await Promise.all(leases.map((l) => l.stop()));
       await Promise.all(pools.map((p) => p.end()));
     }
     expect(ids.length).toBe(500);
@@ -205,7 +225,7 @@ describe("races", () => {
     expect(deadlocks).toBe(0);
     recordResult({
       row: "C4",
-      title: "3 reapers at once on 500 expired leases: with the leader lock, and with split leadership",
+      title: "3 reapers at once on 500 expired leases: behind the leader lease, and with split leadership",
       config: "Reaper.runOnce ×3; jobReapExpired ×3 in parallel",
       lost: 0,
       duplicates: 0,
@@ -285,7 +305,7 @@ describe("races", () => {
     const committedIds = new Set(results.filter((r) => r.committed).map((r) => r.id));
     expect([...committedIds]).toEqual([rows[0].id]);
     // Collision with a running job: the existing job is returned and nothing new is queued (documented).
-    await q.db.query(q.skipq.sql.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
+    await q.db.query(q.skipq.store.sql.jobs.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
     const again = await q.skipq.enqueue("chaos", {}, { idempotencyKey: "order-42" });
     expect(again).toEqual({ id: rows[0].id, created: false });
     recordResult({

@@ -111,7 +111,12 @@ describe("pools, scale and time", () => {
     );
     await big.db.query(`VACUUM ANALYZE ${s}.jobs`);
     const buildMs = Date.now() - t0;
-    const plan = await big.db.query(`EXPLAIN ${big.skipq.sql.jobClaimBatch.text}`, [["default"], 10, "w", 30_000]);
+    const plan = await big.db.query(`EXPLAIN ${big.skipq.store.sql.jobs.jobClaimBatch.text}`, [
+      ["default"],
+      10,
+      "w",
+      30_000,
+    ]);
     const planText = plan.rows.map((r) => r["QUERY PLAN"]).join("\n");
     expect(planText).toContain("jobs_pending_claim");
     expect(planText).not.toMatch(/Seq Scan on jobs/);
@@ -120,9 +125,9 @@ describe("pools, scale and time", () => {
       const times: number[] = [];
       for (let i = 0; i < 300; i++) {
         const started = performance.now();
-        const { rows } = await q.db.query(q.skipq.sql.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
+        const { rows } = await q.db.query(q.skipq.store.sql.jobs.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
         times.push(performance.now() - started);
-        await q.db.query(q.skipq.sql.jobCompleteMany.text, [[rows[0].id], [rows[0].lease]]);
+        await q.db.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[rows[0].id], [rows[0].lease]]);
       }
       return times.slice(20); // warm-up
     };

@@ -6,6 +6,7 @@
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import type { Statement } from "../../src/db/statements.js";
 import { Outbox } from "../../src/index.js";
 import { type TestQueue, testQueue } from "../helpers.js";
 
@@ -61,8 +62,7 @@ async function undeliveredIds(key: string): Promise<string[]> {
 
 test("whatever relays do, a claim holds a prefix of its key's undelivered events, one live holder per key, and deliveries follow id order", async () => {
   const sql = outbox.sql;
-  const q = (statement: { name: string; text: string }, values: unknown[]) =>
-    t.skipq.pool.query(t.skipq.statement(statement, values));
+  const q = (statement: Statement, values: unknown[]) => t.skipq.pool.query(t.skipq.store.config(statement, values));
   await fc.assert(
     fc.asyncProperty(fc.array(ops, { minLength: 5, maxLength: 40 }), async (script) => {
       await t.db.query(`TRUNCATE "${t.schema}".outbox`);

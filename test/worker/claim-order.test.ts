@@ -19,7 +19,7 @@ async function claim(
   limit: number,
   worker = "w",
 ): Promise<Array<{ id: string; lease: string }>> {
-  const { rows } = await client.query(t.skipq.sql.jobClaimBatch.text, [[queue], limit, worker, 30_000]);
+  const { rows } = await client.query(t.skipq.store.sql.jobs.jobClaimBatch.text, [[queue], limit, worker, 30_000]);
   return rows;
 }
 
@@ -112,7 +112,7 @@ test("the claim is an index scan on the pending partial index even with a large 
   const client = await t.db.connect();
   try {
     await client.query("BEGIN");
-    const { rows } = await client.query(`EXPLAIN (FORMAT JSON) ${t.skipq.sql.jobClaimBatch.text}`, [
+    const { rows } = await client.query(`EXPLAIN (FORMAT JSON) ${t.skipq.store.sql.jobs.jobClaimBatch.text}`, [
       ["history"],
       10,
       "w",

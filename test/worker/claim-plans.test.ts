@@ -42,7 +42,7 @@ test("the plain, aging and limited claims are index scans, never a scan of the w
                     SELECT 'new', i % 5, now() - (i % 600) * interval '1 second', 'c' || (i % 50)
                       FROM generate_series(1, 20000) i`);
   await t.db.query(`ANALYZE ${jobs}`);
-  const sql = t.skipq.sql;
+  const sql = t.skipq.store.sql.jobs;
 
   const plain = await explain(sql.jobClaimBatch.text, [["default"], 10, "w", 30000]);
   expect(scansOfJobs(plain).map((n) => n["Node Type"])).not.toContain("Seq Scan");
@@ -89,7 +89,7 @@ test("outcome and heartbeat statements find their rows by primary key, never by 
   await t.db.query(`INSERT INTO ${jobs} (kind, status, completed_at)
                     SELECT 'old', 'completed', now() FROM generate_series(1, 50000)`);
   await t.db.query(`ANALYZE ${jobs}`);
-  const sql = t.skipq.sql;
+  const sql = t.skipq.store.sql.jobs;
   // 2,000 ids, the default outcome batch: joined to unnest(...) alone, the planner scans every row.
   const ids = Array.from({ length: 2000 }, (_, i) => String(i + 1));
   const leases = ids.map(() => "1");

@@ -10,7 +10,9 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createPool } from "../../src/db/pool.js";
+import { Store } from "../../src/db/store.js";
 import { Skipq, silentLogger } from "../../src/index.js";
+import { LeaderLease } from "../../src/maintenance/leader.js";
 import { Reaper } from "../../src/maintenance/reaper.js";
 import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
 
@@ -22,26 +24,25 @@ afterAll(async () => {
   await t.cleanup();
 });
 
-it("a reaper pass that finds the maintenance lock taken returns its connection to the pool", async () => {
+it("while another process holds the leader lease, a reaper pass reaps nothing and keeps no connection", async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
-  const reaper = new Reaper({
-    pool,
-    schema: t.schema,
-    schemaSql: `"${t.schema}"`,
-    intervalMs: 1000,
+  const store = new Store(t.schema, pool);
+  const other = new LeaderLease({
+    store: t.skipq.store,
+    holder: "other-process",
+    leaseMs: 60_000,
     logger: silentLogger,
   });
-  const holder = await t.db.connect();
+  const mine = new LeaderLease({ store, holder: "this-process", leaseMs: 60_000, logger: silentLogger });
+  const reaper = new Reaper({ store, intervalMs: 1000, logger: silentLogger, isLeader: () => mine.isLeader });
   try {
-    // Another process holds the maintenance lock for this schema.
-    await holder.query("BEGIN");
-    await holder.query("SELECT pg_advisory_xact_lock(hashtext('skipq.maintenance'), hashtext($1))", [t.schema]);
+    expect(await other.tryAcquire()).toBe(true);
+    expect(await mine.tryAcquire()).toBe(false);
     // More passes than the pool has connections: a leak would make the third one wait forever.
     for (let i = 0; i < 5; i++) expect((await reaper.runOnce()).leader).toBe(false);
     expect(pool.totalCount - pool.idleCount).toBe(0);
   } finally {
-    await holder.query("ROLLBACK");
-    holder.release();
+    await other.stop();
     await pool.end();
   }
 });
@@ -58,9 +59,9 @@ it("a job reclaimed from an expired lease keeps its place ahead of jobs enqueued
   await t.db.query(
     `INSERT INTO ${s}.jobs (kind, run_at) SELECT 'k', now() - interval '30 seconds' FROM generate_series(1, 5)`,
   );
-  const reaper = new Reaper({ pool: t.db, schema: t.schema, schemaSql: s, intervalMs: 1000, logger: silentLogger });
+  const reaper = new Reaper({ store: t.skipq.store, intervalMs: 1000, logger: silentLogger });
   expect((await reaper.runOnce()).reaped.map((r) => r.id)).toEqual([rows[0].id]);
-  const claimed = await t.db.query(t.skipq.sql.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
+  const claimed = await t.db.query(t.skipq.store.sql.jobs.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
   expect(claimed.rows[0].id).toBe(rows[0].id);
 });
 

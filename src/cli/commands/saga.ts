@@ -3,7 +3,7 @@
  * the job that must make progress next. An unknown id exits 1. Read-only.
  */
 import type { Command } from "commander";
-import { getSaga } from "../../saga/saga.js";
+import { getSaga } from "../../saga/define.js";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";

@@ -104,7 +104,8 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
       let metricsServer: MetricsServer | undefined;
       try {
         await checkSchema(skipq);
-        worker = skipq.worker(options);
+        // The maintainer runs the module's cron passes with the worker (and reaps and prunes as leader).
+        worker = skipq.worker(scheduler ? { ...options, scheduler } : options);
         for (const [kind, handler] of handlers) worker.register(kind, handler);
         const active = worker;
         stopped = new Promise((resolve) => active.once("stopped", () => resolve()));
@@ -127,19 +128,15 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
           log(`metrics at ${metricsServer.url}`);
         }
         await active.start();
-        await scheduler?.start();
-        if (scheduler) active.once("stopped", () => void scheduler.stop());
         process.on("SIGTERM", onSignal);
         process.on("SIGINT", onSignal);
         log(
           `${active.id} running ${[...handlers.keys()].join(", ")} from queue${options.queues?.length === 1 ? "" : "s"} ${options.queues?.join(", ")} (concurrency ${active.concurrency}); schema "${config.schema}" at ${describeTarget(connectionString)}; ready`,
         );
         await stopped;
-        await scheduler?.stop();
         const s = active.stats;
         log(`stopped: ${s.completed} completed, ${s.failed} failed attempts, ${s.released} released to pending`);
       } catch (error) {
-        await scheduler?.stop().catch(() => undefined);
         await worker?.stop().catch(() => undefined);
         throw asCliError(error, config);
       } finally {

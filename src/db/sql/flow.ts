@@ -13,6 +13,8 @@
  *   transaction), with values inlined as literals: queue names passed the name
  *   allowlist, numbers are integers, the worker id is quoted by `literal`.
  */
+import type { Schema } from "../schema.js";
+import { statements } from "../statements.js";
 import { claimableQueues, claimUpdate } from "./jobs.js";
 
 /** An SQL string literal, safe whatever `standard_conforming_strings` says. NUL is refused by the caller's validation. */
@@ -177,31 +179,35 @@ SELECT * FROM claimed`;
   return `${locks}\n${claim}`;
 }
 
-export function flowStatements(schema: string) {
+export function flowStatements(names: Schema) {
+  const schema = names.sql;
   const queues = `${schema}.queues`;
-  return {
-    /** Of queues $1, those the limited claim must serve: limits set, or a key paused now. */
-    queuesLimited: `SELECT name FROM ${queues} WHERE name = ANY($1::text[]) AND (limited OR keys_paused_until > now())`,
-    /**
-     * Sets all limits of queue $1 at once (NULL clears one); NOTIFY '!flow' on
-     * $8 tells workers to re-read which queues are limited.
-     */
-    queueSetLimits: `WITH up AS (
+  return statements(
+    names,
+    { prepare: false },
+    {
+      /** Of queues $1, those the limited claim must serve: limits set, or a key paused now. */
+      queuesLimited: `SELECT name FROM ${queues} WHERE name = ANY($1::text[]) AND (limited OR keys_paused_until > now())`,
+      /**
+       * Sets all limits of queue $1 at once (NULL clears one); NOTIFY '!flow' on
+       * $8 tells workers to re-read which queues are limited.
+       */
+      queueSetLimits: `WITH up AS (
         INSERT INTO ${queues} (name, concurrency_limit, key_concurrency_limit, rate_limit, rate_window_ms, rate_per_key)
         VALUES ($1, $2, $3, $4, $5, $6)
         ON CONFLICT (name) DO UPDATE SET concurrency_limit = $2, key_concurrency_limit = $3, rate_limit = $4,
                rate_window_ms = $5, rate_per_key = $6, updated_at = now()
         RETURNING name)
       SELECT name, pg_notify($7, '!flow') FROM up`,
-    queueGetLimits: `SELECT name, paused_at, concurrency_limit, key_concurrency_limit, rate_limit, rate_window_ms, rate_per_key,
+      queueGetLimits: `SELECT name, paused_at, concurrency_limit, key_concurrency_limit, rate_limit, rate_window_ms, rate_per_key,
                             keys_paused_until
                        FROM ${queues} WHERE ($1::text IS NULL OR name = $1) ORDER BY name`,
-    /**
-     * Pauses key $2 of queue $1 until $5, or now() + $3 ms (key '' = the whole queue).
-     * A later pause never shortens an earlier one. The queue's keys_paused_until
-     * moves the queue to the limited claim until then.
-     */
-    queueKeyPause: `WITH k AS (
+      /**
+       * Pauses key $2 of queue $1 until $5, or now() + $3 ms (key '' = the whole queue).
+       * A later pause never shortens an earlier one. The queue's keys_paused_until
+       * moves the queue to the limited claim until then.
+       */
+      queueKeyPause: `WITH k AS (
         INSERT INTO ${schema}.queue_keys (queue, key, paused_until)
         VALUES ($1, $2, COALESCE($5::timestamptz, now() + $3::float8 * interval '1 millisecond'))
         ON CONFLICT (queue, key) DO UPDATE
@@ -213,15 +219,16 @@ export function flowStatements(schema: string) {
           SET keys_paused_until = GREATEST(${queues}.keys_paused_until, EXCLUDED.keys_paused_until), updated_at = now()
         RETURNING keys_paused_until)
       SELECT (SELECT paused_until FROM k) AS paused_until, pg_notify($4, '!flow') FROM q`,
-    /** Ends a key's pause now (the queue's keys_paused_until stays; it only widens the limited path). */
-    queueKeyResume: `DELETE FROM ${schema}.queue_keys WHERE queue = $1 AND key = $2`,
-    queueKeysPaused: `SELECT queue, key, paused_until FROM ${schema}.queue_keys
+      /** Ends a key's pause now (the queue's keys_paused_until stays; it only widens the limited path). */
+      queueKeyResume: `DELETE FROM ${schema}.queue_keys WHERE queue = $1 AND key = $2`,
+      queueKeysPaused: `SELECT queue, key, paused_until FROM ${schema}.queue_keys
                        WHERE ($1::text IS NULL OR queue = $1) AND paused_until > now() ORDER BY queue, key`,
-    /** Expired key pauses and the starts log of queues without a rate limit: housekeeping for the pruner. */
-    flowHousekeeping: `WITH a AS (DELETE FROM ${schema}.queue_keys WHERE paused_until < now() - interval '1 hour' RETURNING 1),
+      /** Expired key pauses and the starts log of queues without a rate limit: housekeeping for the pruner. */
+      flowHousekeeping: `WITH a AS (DELETE FROM ${schema}.queue_keys WHERE paused_until < now() - interval '1 hour' RETURNING 1),
                             b AS (DELETE FROM ${schema}.rate_starts s
                                    WHERE NOT EXISTS (SELECT 1 FROM ${queues} q WHERE q.name = s.queue AND q.rate_limit IS NOT NULL)
                                   RETURNING 1)
                        SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b) AS removed`,
-  } as const;
+    },
+  );
 }

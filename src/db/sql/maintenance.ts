@@ -1,33 +1,51 @@
 /**
- * Maintenance statements: the reaper and its leader lock.
+ * Maintenance statements: the leader lease and the reaper.
  *
- * Exactly one maintenance pass runs at a time across all processes: each pass
- * takes a transaction-scoped advisory lock (works through PgBouncer's
- * transaction pooling, and is released by a crash). The reaper rechecks
- * status and expiry on the locked row, so it can never revert a job a worker
- * finished concurrently.
+ * One process at a time is the maintainer's leader: it holds a row of the
+ * `leaders` table until `expires_at` (database clock) and renews it well
+ * before. Each statement here runs alone, in autocommit: no maintenance lock
+ * is ever held across a round trip, so a leader cut off from the database
+ * mid-pass blocks nothing, and its lease simply runs out.
+ * The reaper rechecks status and expiry on the locked row, so it can never
+ * revert a job a worker finished concurrently, and two reapers (a split brain)
+ * never release a job twice.
  */
-import type { Statement } from "./jobs.js";
+import type { Schema } from "../schema.js";
+import { statements } from "../statements.js";
 
-export function maintenanceStatements(schema: string, tag: string) {
+export function maintenanceStatements(names: Schema) {
+  const schema = names.sql;
   const jobs = `${schema}.jobs`;
-  const s = (name: string, text: string): Statement => ({ name: `skipq_${tag}_${name}`, text });
-  return {
-    /** True when this transaction now holds the maintenance lock for schema $1. */
-    leaderTryAcquire: s(
-      "leaderTryAcquire",
-      "SELECT pg_try_advisory_xact_lock(hashtext('skipq.maintenance'), hashtext($1)) AS acquired",
-    ),
+  const leaders = `${schema}.leaders`;
+  return statements(
+    names,
+    { prepare: true },
+    {
+      /**
+       * Takes or renews lease $1 for holder $2 for $3 ms: succeeds (a row back) when the lease is free,
+       * expired, or already $2's. acquired_at is kept across renewals (how long this holder has led).
+       */
+      leaderAcquire: `INSERT INTO ${leaders} AS l (name, holder, acquired_at, expires_at)
+                    VALUES ($1, $2, now(), now() + $3::float8 * interval '1 millisecond')
+                    ON CONFLICT (name) DO UPDATE
+                       SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
+                           acquired_at = CASE WHEN l.holder = EXCLUDED.holder THEN l.acquired_at ELSE now() END
+                     WHERE l.holder = EXCLUDED.holder OR l.expires_at < now()
+                    RETURNING holder, acquired_at, expires_at`,
 
-    /**
-     * Return up to $1 jobs whose lease ran out to pending (attempt counted), or to dead when attempts are used up.
-     * run_at is left as it was (already <= now): a reclaimed job keeps its place at the head of the line
-     * instead of queueing behind the whole backlog (chaos P1: with run_at = now() a job stranded by a
-     * killed worker waited for the backlog to drain, not for lease + reaper interval).
-     */
-    jobReapExpired: s(
-      "jobReapExpired",
-      `WITH expired AS MATERIALIZED (
+      /** Gives lease $1 up at once when $2 holds it (a clean stop: another process takes over at its next try). */
+      leaderRelease: `DELETE FROM ${leaders} WHERE name = $1 AND holder = $2`,
+
+      /** Who holds lease $1 now, if anyone. */
+      leaderCurrent: `SELECT holder, acquired_at, expires_at FROM ${leaders} WHERE name = $1 AND expires_at > now()`,
+
+      /**
+       * Return up to $1 jobs whose lease ran out to pending (attempt counted), or to dead when attempts are used up.
+       * run_at is left as it was (already <= now): a reclaimed job keeps its place at the head of the line
+       * instead of queueing behind the whole backlog (chaos P1: with run_at = now() a job stranded by a
+       * killed worker waited for the backlog to drain, not for lease + reaper interval).
+       */
+      jobReapExpired: `WITH expired AS MATERIALIZED (
          SELECT id FROM ${jobs}
           WHERE status = 'running' AND lease_expires_at < now()
           ORDER BY lease_expires_at
@@ -41,6 +59,6 @@ export function maintenanceStatements(schema: string, tag: string) {
          FROM expired
         WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now()
        RETURNING j.id, j.status, j.locked_by`,
-    ),
-  } as const;
+    },
+  );
 }

@@ -6,33 +6,40 @@
  * (jobs_completed_at), never by the size of the whole history.
  */
 
-export function opsStatements(schema: string) {
+import type { Schema } from "../schema.js";
+import { statements } from "../statements.js";
+
+export function opsStatements(names: Schema) {
+  const schema = names.sql;
   const jobs = `${schema}.jobs`;
   const workers = `${schema}.workers`;
-  return {
-    /**
-     * Records that worker $1 (queues $2, kinds $3) is alive for $6 ms more.
-     * The same statement deletes rows of workers gone for an hour (crashed
-     * without a clean stop), so the table stays as small as the fleet.
-     */
-    workerPresenceUpsert: `WITH gone AS (
+  return statements(
+    names,
+    { prepare: false },
+    {
+      /**
+       * Records that worker $1 (queues $2, kinds $3) is alive for $6 ms more.
+       * The same statement deletes rows of workers gone for an hour (crashed
+       * without a clean stop), so the table stays as small as the fleet.
+       */
+      workerPresenceUpsert: `WITH gone AS (
                              DELETE FROM ${workers} WHERE expires_at < now() - interval '1 hour' AND id <> $1)
                            INSERT INTO ${workers} (id, queues, kinds, hostname, pid, expires_at)
                            VALUES ($1, $2::text[], $3::text[], $4, $5, now() + $6::float8 * interval '1 millisecond')
                            ON CONFLICT (id) DO UPDATE
                              SET queues = EXCLUDED.queues, kinds = EXCLUDED.kinds, last_seen_at = now(),
                                  expires_at = EXCLUDED.expires_at`,
-    workerPresenceDelete: `DELETE FROM ${workers} WHERE id = $1`,
-    workersLive: `SELECT id, queues, kinds, hostname, pid, started_at, last_seen_at
+      workerPresenceDelete: `DELETE FROM ${workers} WHERE id = $1`,
+      workersLive: `SELECT id, queues, kinds, hostname, pid, started_at, last_seen_at
                     FROM ${workers} WHERE expires_at > now() ORDER BY id LIMIT 500`,
 
-    /**
-     * Per-queue depth from the three partial indexes (pending, running, dead)
-     * plus completions of the last hour (jobs_completed_at), instead of a
-     * GROUP BY over every row ever enqueued. Completed and cancelled history
-     * is deliberately not counted: it grows without bound.
-     */
-    queueOverview: `WITH pending AS (
+      /**
+       * Per-queue depth from the three partial indexes (pending, running, dead)
+       * plus completions of the last hour (jobs_completed_at), instead of a
+       * GROUP BY over every row ever enqueued. Completed and cancelled history
+       * is deliberately not counted: it grows without bound.
+       */
+      queueOverview: `WITH pending AS (
                       SELECT queue, count(*) FILTER (WHERE run_at <= now()) AS ready,
                              count(*) FILTER (WHERE run_at > now()) AS scheduled,
                              EXTRACT(EPOCH FROM now() - min(run_at) FILTER (WHERE run_at <= now())) AS oldest_s
@@ -55,19 +62,19 @@ export function opsStatements(schema: string) {
                       LEFT JOIN ${schema}.queues q ON q.name = names.queue
                      ORDER BY names.queue`,
 
-    /** Completions per minute over the last hour ($1: one queue, or all): an index-only scan of jobs_completed_at. */
-    throughputLastHour: `SELECT floor(EXTRACT(EPOCH FROM now() - completed_at) / 60)::int AS minutes_ago, count(*)::int AS n
+      /** Completions per minute over the last hour ($1: one queue, or all): an index-only scan of jobs_completed_at. */
+      throughputLastHour: `SELECT floor(EXTRACT(EPOCH FROM now() - completed_at) / 60)::int AS minutes_ago, count(*)::int AS n
                            FROM ${jobs}
                           WHERE completed_at > now() - interval '60 minutes' AND ($1::text IS NULL OR queue = $1)
                           GROUP BY 1`,
 
-    /**
-     * Sessions of this database whose snapshot holds back the xmin horizon, so
-     * vacuum cannot remove dead rows anywhere in the database (the jobs table
-     * churns most, so it suffers first). Another user's sessions are visible
-     * only with pg_read_all_stats (or pg_monitor).
-     */
-    xminHolders: `SELECT pid, usename, application_name, state, age(backend_xmin)::int AS xmin_age,
+      /**
+       * Sessions of this database whose snapshot holds back the xmin horizon, so
+       * vacuum cannot remove dead rows anywhere in the database (the jobs table
+       * churns most, so it suffers first). Another user's sessions are visible
+       * only with pg_read_all_stats (or pg_monitor).
+       */
+      xminHolders: `SELECT pid, usename, application_name, state, age(backend_xmin)::int AS xmin_age,
                          EXTRACT(EPOCH FROM now() - xact_start) AS xact_seconds,
                          EXTRACT(EPOCH FROM now() - state_change) AS state_seconds,
                          left(query, 200) AS query
@@ -76,24 +83,24 @@ export function opsStatements(schema: string) {
                      -- A vacuum's own snapshot does not hold back other tables' cleanup.
                      AND backend_type <> 'autovacuum worker'
                    ORDER BY age(backend_xmin) DESC LIMIT 5`,
-    /** Prepared transactions and replication slots hold the horizon too, with no session to see. */
-    xminOthers: `SELECT 'prepared transaction ' || gid AS holder, age(transaction)::int AS xmin_age,
+      /** Prepared transactions and replication slots hold the horizon too, with no session to see. */
+      xminOthers: `SELECT 'prepared transaction ' || gid AS holder, age(transaction)::int AS xmin_age,
                         EXTRACT(EPOCH FROM now() - prepared) AS seconds
                    FROM pg_prepared_xacts WHERE database = current_database()
                  UNION ALL
                  SELECT 'replication slot ' || slot_name, age(xmin)::int, NULL
                    FROM pg_replication_slots WHERE xmin IS NOT NULL`,
-    /** $1: the unquoted schema name. */
-    jobsTableTuples: `SELECT n_live_tup::bigint AS live, n_dead_tup::bigint AS dead, last_autovacuum, last_vacuum
+      /** $1: the unquoted schema name. */
+      jobsTableTuples: `SELECT n_live_tup::bigint AS live, n_dead_tup::bigint AS dead, last_autovacuum, last_vacuum
                         FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`,
-    /**
-     * Pending jobs in an active queue whose (queue, kind) no live worker has a
-     * handler for: runnable for at least $1 ms, or already tried (a worker on
-     * the queue without the handler fails them with "unknown kind", which
-     * pushes run_at into the future). Reads the pending partial index only;
-     * paused queues are excluded (not claiming is the point).
-     */
-    unhandledKinds: `SELECT j.queue, j.kind, count(*)::int AS pending, EXTRACT(EPOCH FROM now() - min(j.created_at)) AS oldest_s
+      /**
+       * Pending jobs in an active queue whose (queue, kind) no live worker has a
+       * handler for: runnable for at least $1 ms, or already tried (a worker on
+       * the queue without the handler fails them with "unknown kind", which
+       * pushes run_at into the future). Reads the pending partial index only;
+       * paused queues are excluded (not claiming is the point).
+       */
+      unhandledKinds: `SELECT j.queue, j.kind, count(*)::int AS pending, EXTRACT(EPOCH FROM now() - min(j.created_at)) AS oldest_s
                        FROM ${jobs} j
                       WHERE j.status = 'pending'
                         AND (j.run_at <= now() - $1::float8 * interval '1 millisecond' OR j.attempts > 0)
@@ -102,5 +109,6 @@ export function opsStatements(schema: string) {
                      HAVING NOT EXISTS (SELECT 1 FROM ${workers} w
                                          WHERE w.expires_at > now() AND j.queue = ANY(w.queues) AND j.kind = ANY(w.kinds))
                       ORDER BY count(*) DESC LIMIT 20`,
-  } as const;
+    },
+  );
 }

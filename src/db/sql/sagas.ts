@@ -7,55 +7,48 @@
  * a sweeper racing a handler moves a saga at most once; a transition and the
  * job it enqueues commit together.
  */
-import type { Statement } from "./jobs.js";
+import type { Schema } from "../schema.js";
+import { statements } from "../statements.js";
 
-export function sagaStatements(schema: string, tag: string) {
+export function sagaStatements(names: Schema) {
+  const schema = names.sql;
   const sagas = `${schema}.sagas`;
-  const s = (name: string, text: string): Statement => ({ name: `skipq_${tag}_${name}`, text });
-  return {
-    sagaInsert: s(
-      "sagaInsert",
-      `INSERT INTO ${sagas} (name, input, steps) VALUES ($1, $2::jsonb, $3::jsonb) RETURNING id`,
-    ),
+  return statements(
+    names,
+    { prepare: true },
+    {
+      sagaInsert: `INSERT INTO ${sagas} (name, input, steps) VALUES ($1, $2::jsonb, $3::jsonb) RETURNING id`,
 
-    /** Record the first step's job (same transaction as the insert). */
-    sagaSetJob: s("sagaSetJob", `UPDATE ${sagas} SET current_job_id = $2 WHERE id = $1`),
+      /** Record the first step's job (same transaction as the insert). */
+      sagaSetJob: `UPDATE ${sagas} SET current_job_id = $2 WHERE id = $1`,
 
-    sagaGet: s(
-      "sagaGet",
-      `SELECT id, name, status, input, steps, current_step, current_job_id, error, created_at, updated_at
+      sagaGet: `SELECT id, name, status, input, steps, current_step, current_job_id, error, created_at, updated_at
          FROM ${sagas} WHERE id = $1`,
-    ),
 
-    /**
-     * Move saga $1 from (status $2, step $3): merge $5 into step $4's entry, set
-     * status $6, step $7, job $8, error $9. $10, when given, must be the current
-     * job (the sweeper's guard). No row back = someone else moved it first.
-     */
-    sagaTransition: s(
-      "sagaTransition",
-      `UPDATE ${sagas}
+      /**
+       * Move saga $1 from (status $2, step $3): merge $5 into step $4's entry, set
+       * status $6, step $7, job $8, error $9. $10, when given, must be the current
+       * job (the sweeper's guard). No row back = someone else moved it first.
+       */
+      sagaTransition: `UPDATE ${sagas}
           SET steps = jsonb_set(steps, ARRAY[$4::int::text], (steps -> $4::int) || $5::jsonb),
               status = $6, current_step = $7, current_job_id = $8::bigint, error = COALESCE($9, error),
               updated_at = now()
         WHERE id = $1 AND status = $2 AND current_step = $3
           AND ($10::bigint IS NULL OR current_job_id = $10::bigint)
        RETURNING id`,
-    ),
 
-    /**
-     * Live sagas whose current job is dead or cancelled: the reaper buried it
-     * (attempts used up while no handler was there to notice) or an operator
-     * cancelled it. Joins through sagas_live, a small partial index.
-     */
-    sagaStuck: s(
-      "sagaStuck",
-      `SELECT s.id, s.name, s.status, s.current_step, s.current_job_id, j.last_error
+      /**
+       * Live sagas whose current job is dead or cancelled: the reaper buried it
+       * (attempts used up while no handler was there to notice) or an operator
+       * cancelled it. Joins through sagas_live, a small partial index.
+       */
+      sagaStuck: `SELECT s.id, s.name, s.status, s.current_step, s.current_job_id, j.last_error
          FROM ${sagas} s JOIN ${schema}.jobs j ON j.id = s.current_job_id
         WHERE s.status IN ('running', 'compensating') AND j.status IN ('dead', 'cancelled')
         ORDER BY s.id LIMIT $1`,
-    ),
-  } as const;
+    },
+  );
 }
 
 export type SagaStatements = ReturnType<typeof sagaStatements>;

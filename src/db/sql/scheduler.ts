@@ -7,14 +7,21 @@
  * idempotency key, a second guard.
  */
 
-export function schedulerStatements(schema: string) {
+import type { Schema } from "../schema.js";
+import { statements } from "../statements.js";
+
+export function schedulerStatements(names: Schema) {
+  const schema = names.sql;
   const table = `${schema}.cron_schedules`;
-  return {
-    /**
-     * Declares schedules ($1 names, $2 expressions, $3 time zones, $4 queues, $5 kinds). A new schedule
-     * starts at $6 (or now()): only ticks after its first declaration are enqueued.
-     */
-    cronRegister: `INSERT INTO ${table} (name, expression, timezone, queue, kind, last_tick)
+  return statements(
+    names,
+    { prepare: false },
+    {
+      /**
+       * Declares schedules ($1 names, $2 expressions, $3 time zones, $4 queues, $5 kinds). A new schedule
+       * starts at $6 (or now()): only ticks after its first declaration are enqueued.
+       */
+      cronRegister: `INSERT INTO ${table} (name, expression, timezone, queue, kind, last_tick)
                    SELECT n, e, z, q, k, COALESCE($6::timestamptz, now())
                      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS d(n, e, z, q, k)
                    ON CONFLICT (name) DO UPDATE
@@ -22,15 +29,16 @@ export function schedulerStatements(schema: string) {
                           kind = EXCLUDED.kind, updated_at = now()
                     WHERE (${table}.expression, ${table}.timezone, ${table}.queue, ${table}.kind)
                           IS DISTINCT FROM (EXCLUDED.expression, EXCLUDED.timezone, EXCLUDED.queue, EXCLUDED.kind)`,
-    /** Locks the schedules $1 no other scheduler is handling, with the pass's "now" ($2, or the database's). */
-    cronLock: `SELECT name, last_tick, COALESCE($2::timestamptz, now()) AS now FROM ${table}
+      /** Locks the schedules $1 no other scheduler is handling, with the pass's "now" ($2, or the database's). */
+      cronLock: `SELECT name, last_tick, COALESCE($2::timestamptz, now()) AS now FROM ${table}
                 WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE SKIP LOCKED`,
-    /** Only ever moves forward. */
-    cronAdvance: `UPDATE ${table} SET last_tick = $2, last_job_id = $3, updated_at = now()
+      /** Only ever moves forward. */
+      cronAdvance: `UPDATE ${table} SET last_tick = $2, last_job_id = $3, updated_at = now()
                    WHERE name = $1 AND last_tick < $2`,
-    cronList: `SELECT name, expression, timezone, queue, kind, last_tick, last_job_id, created_at, updated_at
+      cronList: `SELECT name, expression, timezone, queue, kind, last_tick, last_job_id, created_at, updated_at
                  FROM ${table} ORDER BY name`,
-    cronRemove: `DELETE FROM ${table} WHERE name = $1`,
-    dbNow: "SELECT now() AS now",
-  } as const;
+      cronRemove: `DELETE FROM ${table} WHERE name = $1`,
+      dbNow: "SELECT now() AS now",
+    },
+  );
 }

@@ -1,98 +1,30 @@
 /**
- * Sagas (role `saga`): a workflow of ordered steps, each an action with a
- * compensation. Every step and every compensation runs as a skipq job on the
+ * Sagas (role `saga`), the runner: a workflow of ordered steps (define.ts), each an
+ * action with a compensation. Every step and every compensation runs as a skipq job on the
  * core Worker; a step's result is stored on the saga and handed to later steps.
  * When a step dies (attempts used up, FailPermanently, cancelled, or buried by
  * the reaper) the compensations of the completed steps run in reverse order.
  *
- * Invariants: a saga moves only through guarded transitions (src/sql/sagas.ts),
+ * Invariants: a saga moves only through guarded transitions (db/sql/sagas.ts),
  * each committed together with the job it enqueues, so a step never advances
  * twice and no transition is lost; actions and compensations run at least once
  * and must be idempotent. It never runs user code inside a transaction.
  */
 import type { Queryable, Skipq } from "../core/client.js";
 import { CancelJob, FailPermanently, RetryIn, ValidationError } from "../core/errors.js";
-import { assertInt, assertName, type Duration, encodePayload, toMs } from "../core/validate.js";
-import { type SagaStatements, sagaStatements } from "../db/sql/sagas.js";
-import type { JobContext, Worker, WorkerOptions } from "../worker/worker.js";
-
-export type SagaStatus = "running" | "completed" | "compensating" | "compensated" | "failed";
-export type SagaStepStatus = "pending" | "completed" | "failed" | "compensated" | "compensation_failed";
-
-/** What an action or compensation receives. */
-export interface SagaContext<Input> {
-  sagaId: string;
-  input: Input;
-  /** Results of the steps completed so far, by step name. */
-  results: Record<string, unknown>;
-  /** The previous step's result (for an action), or this step's own result (for a compensation). */
-  previous: unknown;
-  /** The underlying job's context: attempt, signal, heartbeat, log. */
-  job: JobContext<unknown>;
-}
-
-export interface SagaStep<Input> {
-  /** Unique within the saga; results are keyed by it. */
-  name: string;
-  /** Does the step's work; its JSON result is stored and passed on. Throw to retry; throw FailPermanently to give up now. */
-  action(ctx: SagaContext<Input>): unknown | Promise<unknown>;
-  /** Undoes a completed step; runs in reverse order after a later step dies. Omit when nothing needs undoing. */
-  compensate?(ctx: SagaContext<Input>): unknown | Promise<unknown>;
-}
-
-export interface SagaDefinition<Input> {
-  readonly name: string;
-  readonly steps: ReadonlyArray<SagaStep<Input>>;
-  /** The job kind carrying this saga's steps: `saga:<name>`. */
-  readonly kind: string;
-  /** Phantom: the input type. */
-  readonly __input?: Input;
-}
-
-/** Define a saga: a stable name (at most 100 characters of [A-Za-z0-9_.:-]) and its ordered steps. */
-export function defineSaga<Input>(name: string, steps: ReadonlyArray<SagaStep<Input>>): SagaDefinition<Input> {
-  assertName("kind", name);
-  if (name.length > 100) throw new ValidationError("saga name must be at most 100 characters");
-  if (!Array.isArray(steps) || steps.length === 0) throw new ValidationError(`saga "${name}" needs at least one step`);
-  const names = new Set<string>();
-  for (const step of steps) {
-    if (typeof step?.name !== "string" || step.name.length === 0 || typeof step.action !== "function") {
-      throw new ValidationError(`every step of saga "${name}" needs a name and an action function`);
-    }
-    if (names.has(step.name)) throw new ValidationError(`saga "${name}" has two steps named "${step.name}"`);
-    if (step.compensate !== undefined && typeof step.compensate !== "function") {
-      throw new ValidationError(`compensate of step "${step.name}" must be a function`);
-    }
-    names.add(step.name);
-  }
-  return Object.freeze({ name, steps: Object.freeze([...steps]), kind: `saga:${name}` });
-}
-
-/** A saga's state, as `Sagas.get` and `skipq saga <id>` show it. */
-export interface SagaState {
-  id: string;
-  name: string;
-  status: SagaStatus;
-  input: unknown;
-  /** The step being run (running) or compensated (compensating). */
-  currentStep: number;
-  currentJobId: string | null;
-  steps: Array<{ name: string; status: SagaStepStatus; result?: unknown; error?: string }>;
-  error: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-}
-
-export interface SagaOptions {
-  /** Queue for step jobs. Default "sagas". */
-  queue?: string;
-  /** Attempts per action or compensation before it dies. Default 3. */
-  maxAttempts?: number;
-  /** Options of the Worker that runs step jobs (its queues are the saga queue). Default: the Worker's defaults. */
-  worker?: Omit<WorkerOptions, "queues">;
-  /** Time between sweeps for step jobs that died outside a handler (reaper, cancel). Default "5s". */
-  sweepInterval?: Duration;
-}
+import { assertInt, assertName, encodePayload, toMs } from "../core/validate.js";
+import type { Store } from "../db/store.js";
+import { Service } from "../maintenance/service.js";
+import type { JobContext, Worker } from "../worker/worker.js";
+import {
+  getSaga,
+  type SagaContext,
+  type SagaDefinition,
+  type SagaOptions,
+  type SagaState,
+  type SagaStatus,
+  type SagaStep,
+} from "./define.js";
 
 // biome-ignore lint/suspicious/noExplicitAny: one runner holds sagas of any input type.
 type AnySaga = SagaDefinition<any>;
@@ -113,11 +45,9 @@ export class Sagas {
   readonly queue: string;
   readonly maxAttempts: number;
   readonly worker: Worker;
-  private readonly sql: SagaStatements;
+  private readonly store: Store;
   private readonly definitions = new Map<string, AnySaga>();
-  private readonly sweepMs: number;
-  private sweeper: NodeJS.Timeout | undefined;
-  private sweeping: Promise<unknown> | undefined;
+  private readonly sweeper: Service<number>;
 
   constructor(
     readonly skipq: Skipq,
@@ -126,8 +56,14 @@ export class Sagas {
   ) {
     this.queue = assertName("queue", options.queue ?? "sagas");
     this.maxAttempts = assertInt("maxAttempts", options.maxAttempts ?? 3, 1, 1000);
-    this.sweepMs = toMs("sweepInterval", options.sweepInterval ?? "5s", { allowZero: false });
-    this.sql = sagaStatements(skipq.schemaSql, skipq.schema);
+    this.store = skipq.store;
+    this.sweeper = new Service({
+      name: "saga sweeper",
+      intervalMs: toMs("sweepInterval", options.sweepInterval ?? "5s", { allowZero: false }),
+      run: () => this.sweep(),
+      logger: skipq.logger,
+      firstPass: "spread",
+    });
     this.worker = skipq.worker({ ...options.worker, queues: [this.queue] });
     for (const definition of definitions) {
       if (this.definitions.has(definition.name)) throw new ValidationError(`saga "${definition.name}" given twice`);
@@ -140,18 +76,7 @@ export class Sagas {
 
   /** Start a saga; returns its id. */
   async startSaga<Input>(saga: SagaDefinition<Input>, input: Input): Promise<{ id: string }> {
-    const client = await this.skipq.pool.connect();
-    try {
-      await client.query("BEGIN");
-      const result = await this.startSagaTx(client, saga, input);
-      await client.query("COMMIT");
-      return result;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    return this.store.transaction((tx) => this.startSagaTx(tx, saga, input));
   }
 
   /** Start a saga inside the caller's transaction: it exists iff that transaction commits. */
@@ -163,7 +88,7 @@ export class Sagas {
     }
     const steps = saga.steps.map((s) => ({ name: s.name, status: "pending" }));
     const { rows } = await tx.query(
-      this.skipq.statement(this.sql.sagaInsert, [
+      this.store.config(this.store.sql.sagas.sagaInsert, [
         saga.name,
         encodePayload(input ?? null, this.skipq.maxPayloadBytes),
         JSON.stringify(steps),
@@ -171,7 +96,7 @@ export class Sagas {
     );
     const id = String(rows[0].id);
     const job = await this.enqueueStep(tx, saga, { saga: id, step: 0, phase: "action" });
-    await tx.query(this.skipq.statement(this.sql.sagaSetJob, [id, job]));
+    await this.store.query(this.store.sql.sagas.sagaSetJob, [id, job], tx);
     return { id };
   }
 
@@ -180,26 +105,17 @@ export class Sagas {
     return getSaga(this.skipq, id);
   }
 
-  /** Starts the step worker and the sweeper. Idempotent. */
+  /** Starts the step worker, whose maintainer runs the sweeper. Idempotent. */
   async start(): Promise<void> {
-    if (this.sweeper) return;
+    if (this.worker.maintainer) this.worker.maintainer.add(this.sweeper);
+    else this.sweeper.start();
     await this.worker.start();
-    this.sweeper = setInterval(() => {
-      this.sweeping ??= this.runOnce()
-        .catch((error) => this.skipq.logger.warn({ err: error }, "saga sweep failed; will retry"))
-        .finally(() => {
-          this.sweeping = undefined;
-        });
-    }, this.sweepMs);
-    this.sweeper.unref();
   }
 
-  /** Stops the sweeper and the step worker (gracefully). Safe before start and twice. */
+  /** Stops the step worker (gracefully) and the sweeper. Safe before start and twice. */
   async stop(): Promise<void> {
-    if (this.sweeper) clearInterval(this.sweeper);
-    this.sweeper = undefined;
-    await this.sweeping;
     await this.worker.stop();
+    await this.sweeper.stop();
   }
 
   /**
@@ -207,8 +123,12 @@ export class Sagas {
    * buried it, or it was cancelled) start compensating, or fail when it was a
    * compensation. Returns how many sagas moved.
    */
-  async runOnce(): Promise<number> {
-    const { rows } = await this.skipq.pool.query(this.skipq.statement(this.sql.sagaStuck, [100]));
+  runOnce(): Promise<number> {
+    return this.sweeper.runOnce();
+  }
+
+  private async sweep(): Promise<number> {
+    const { rows } = await this.store.query(this.store.sql.sagas.sagaStuck, [100]);
     let moved = 0;
     for (const row of rows) {
       const saga = this.definitions.get(row.name);
@@ -353,7 +273,7 @@ export class Sagas {
     to: { status: SagaStatus; step: number; job: string | null; error?: string; guardJob?: string | null },
   ): Promise<boolean> {
     const { rows } = await tx.query(
-      this.skipq.statement(this.sql.sagaTransition, [
+      this.store.config(this.store.sql.sagas.sagaTransition, [
         id,
         fromStatus,
         fromStep,
@@ -380,44 +300,17 @@ export class Sagas {
 
   /** Runs `body` in a transaction; a guarded transition that lost its race rolls back and returns false. */
   private async inTransaction(body: (tx: Queryable) => Promise<boolean>): Promise<boolean> {
-    const client = await this.skipq.pool.connect();
     try {
-      await client.query("BEGIN");
-      const result = await body(client);
-      await client.query("COMMIT");
-      return result;
+      return await this.store.transaction(body);
     } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
       if (error instanceof Overtaken) return false;
       throw error;
-    } finally {
-      client.release();
     }
   }
 }
 
 /** A guarded transition found the saga already moved (a duplicate job, or the sweeper raced a handler). */
 class Overtaken extends Error {}
-
-/** A saga's state by id (undefined when absent). Also what `skipq saga <id>` prints. */
-export async function getSaga(skipq: Skipq, id: string): Promise<SagaState | undefined> {
-  if (typeof id !== "string" || !/^\d{1,19}$/.test(id)) throw new ValidationError("saga id must be a positive integer");
-  const { rows } = await skipq.pool.query(skipq.statement(sagaStatements(skipq.schemaSql, skipq.schema).sagaGet, [id]));
-  const row = rows[0];
-  if (!row) return undefined;
-  return {
-    id: String(row.id),
-    name: row.name,
-    status: row.status,
-    input: row.input,
-    currentStep: row.current_step,
-    currentJobId: row.current_job_id === null ? null : String(row.current_job_id),
-    steps: row.steps,
-    error: row.error,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
-}
 
 function errorText(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);

@@ -1,0 +1,270 @@
+/**
+ * Enqueue: turns calls into validated rows and inserts them — one job, many
+ * (chunks of 5,000, one statement each, all or nothing), or inside the caller's
+ * transaction. Concurrent single enqueues share statements. Workers are woken
+ * by a NOTIFY that fires on commit: in the caller's transaction, or by the
+ * coalescing notifier after skipq's own commit.
+ *
+ * Invariants: every argument is validated before any SQL is sent; results are
+ * in input order; a row whose idempotency key exists returns the existing job
+ * with `created: false` and inserts nothing.
+ */
+import type pg from "pg";
+import type { InsertRow, JobStore } from "../db/jobStore.js";
+import type { Queryable } from "../db/queryable.js";
+import { withTransaction } from "../db/transaction.js";
+import { type TraceHeaders, withTraceContext } from "../ops/telemetry.js";
+import { ValidationError } from "./errors.js";
+import { type JobDefinition, validatePayload } from "./job.js";
+import type { Notifier } from "./notifier.js";
+import {
+  assertDate,
+  assertInt,
+  assertKey,
+  assertName,
+  type Duration,
+  encodeHeaders,
+  encodePayload,
+  toMs,
+} from "./validate.js";
+
+export interface EnqueueOptions {
+  /** Queue name. Default: the job definition's queue, else "default". */
+  queue?: string;
+  /** Higher runs first, -32768..32767. Default: the definition's, else 0. */
+  priority?: number;
+  /** Attempts before the job is dead. Default: the definition's, else 10. */
+  maxAttempts?: number;
+  /** Run no earlier than this time (compared with the database clock). */
+  runAt?: Date;
+  /** Run no earlier than this long from now (database clock), e.g. "10s". Not with runAt. */
+  delay?: Duration;
+  /** At most one job per (queue, idempotencyKey): a repeat returns the existing job. */
+  idempotencyKey?: string;
+  /** Small string metadata carried to the handler (`ctx.job.headers`), e.g. a trace context. At most 32 entries. */
+  headers?: Record<string, string>;
+  /**
+   * A tenant or customer key: per-key concurrency and rate limits and key
+   * pauses (see docs/flow-control.md) apply to jobs sharing it within a queue.
+   * 1-256 characters, no control characters. Default: none (only queue-wide limits apply).
+   */
+  concurrencyKey?: string;
+}
+
+export interface EnqueueResult {
+  /** The job's id (a bigint, as a string). */
+  id: string;
+  /** False when an existing job with the same idempotency key was returned instead. */
+  created: boolean;
+}
+
+export type JobRef<P> = JobDefinition<P> | string;
+
+export interface BulkItem<P = unknown> extends EnqueueOptions {
+  job: JobRef<P>;
+  payload: P;
+}
+
+interface PendingSingle {
+  row: InsertRow;
+  resolve: (result: EnqueueResult) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Single-enqueue statements in flight per client; calls made meanwhile are sent together in the next. */
+const MAX_SINGLE_STATEMENTS = 2;
+export const BULK_CHUNK = 5000;
+
+export class Enqueuer {
+  private readonly singles: PendingSingle[] = [];
+  private singlesInFlight = 0;
+
+  constructor(
+    private readonly jobs: JobStore,
+    private readonly pool: pg.Pool,
+    private readonly notifier: Notifier,
+    private readonly maxPayloadBytes: number,
+  ) {}
+
+  /** One job on skipq's pool; concurrent calls share statements (a lone call goes at once). */
+  single(row: InsertRow): Promise<EnqueueResult> {
+    return new Promise<EnqueueResult>((resolve, reject) => {
+      this.singles.push({ row, resolve, reject });
+      this.sendSingles();
+    });
+  }
+
+  private sendSingles(): void {
+    while (this.singlesInFlight < MAX_SINGLE_STATEMENTS && this.singles.length > 0) {
+      const batch = this.singles.splice(0, BULK_CHUNK);
+      this.singlesInFlight++;
+      this.insertSingles(batch).finally(() => {
+        this.singlesInFlight--;
+        this.sendSingles();
+      });
+    }
+  }
+
+  private async insertSingles(batch: PendingSingle[]): Promise<void> {
+    if (batch.length > 1) {
+      try {
+        const results = await this.insertRows(
+          this.pool,
+          batch.map((b, i) => ({ ...b.row, i })),
+          false,
+        );
+        for (const [i, b] of batch.entries()) b.resolve(results[i] as EnqueueResult);
+        return;
+      } catch {
+        // One statement for all failed: retry each alone, so a failure reaches only its own caller.
+      }
+    }
+    await Promise.all(
+      batch.map(async (b) => {
+        try {
+          b.resolve(await this.insertOne(this.pool, b.row, false));
+        } catch (error) {
+          b.reject(error);
+        }
+      }),
+    );
+  }
+
+  /**
+   * One row on `db`. `inTx`: `db` is the caller's transaction, so the NOTIFY goes in it (fires on commit);
+   * otherwise the row commits here and the notifier wakes workers after.
+   */
+  async insertOne(db: Queryable, row: InsertRow, inTx: boolean): Promise<EnqueueResult> {
+    const inserted = await this.jobs.insertOne(db, row, inTx);
+    if (inserted) {
+      if (!inTx && inserted.due) this.notifier.nudge(row.queue);
+      return { id: inserted.id, created: true };
+    }
+    const existing = await this.jobs.findByKey(db, row.queue, row.key as string);
+    // The conflicting job was deleted between the two statements (pruned); try once more.
+    if (existing === undefined) return this.insertOne(db, row, inTx);
+    return { id: existing, created: false };
+  }
+
+  /** Many rows on skipq's pool: one transaction when they span several chunks. */
+  async many(rows: InsertRow[]): Promise<EnqueueResult[]> {
+    if (rows.length <= BULK_CHUNK) return this.insertRows(this.pool, rows, false);
+    const results = await withTransaction(this.pool, (tx) => this.insertRows(tx, rows, true, false));
+    for (const queue of dueQueues(rows)) this.notifier.nudge(queue);
+    return results;
+  }
+
+  /**
+   * Inserts rows in chunks. `inTx`: `db` is a transaction that commits later, so the NOTIFY goes in it
+   * (`notify` false: the caller nudges after its own commit); otherwise each chunk commits on its own and
+   * the notifier wakes workers.
+   */
+  async insertRows(db: Queryable, rows: InsertRow[], inTx: boolean, notify = true): Promise<EnqueueResult[]> {
+    const results: EnqueueResult[] = new Array(rows.length);
+    for (let start = 0; start < rows.length; start += BULK_CHUNK) {
+      const chunk = rows.slice(start, start + BULK_CHUNK);
+      const inserted = await this.jobs.insertMany(db, chunk);
+      // Identity ids follow input order (ORDER BY i), so the n-th keyless input owns the n-th keyless id.
+      const keyless: string[] = [];
+      const byKey = new Map<string, string>();
+      inserted.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
+      for (const r of inserted) {
+        if (r.idempotency_key === null) keyless.push(r.id);
+        else byKey.set(`${r.queue}\u0000${r.idempotency_key}`, r.id);
+      }
+      let next = 0;
+      const claimedKeys = new Set<string>();
+      for (const r of chunk) {
+        if (r.key === null) {
+          results[r.i] = { id: keyless[next++] as string, created: true };
+          continue;
+        }
+        const composite = `${r.queue}\u0000${r.key}`;
+        const id = byKey.get(composite);
+        if (id !== undefined && !claimedKeys.has(composite)) {
+          claimedKeys.add(composite);
+          results[r.i] = { id, created: true };
+        } else if (id !== undefined) {
+          results[r.i] = { id, created: false };
+        } else {
+          results[r.i] = { id: (await this.jobs.findByKey(db, r.queue, r.key)) as string, created: false };
+        }
+      }
+    }
+    const queues = dueQueues(rows);
+    if (queues.size > 0 && inTx && notify) await this.jobs.notify(db, [...queues]);
+    else if (!inTx) for (const queue of queues) this.notifier.nudge(queue);
+    return results;
+  }
+
+  async prepareMany(items: ReadonlyArray<BulkItem>, traceHeaders: TraceHeaders): Promise<InsertRow[]> {
+    if (!Array.isArray(items)) throw new TypeError("enqueueMany expects an array of { job, payload, ...options }");
+    const rows: InsertRow[] = new Array(items.length);
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i] as BulkItem;
+      rows[i] = await this.prepare(item.job, item.payload, item, i, traceHeaders);
+    }
+    return rows;
+  }
+
+  /** Validates one call and encodes it as a row; throws before any SQL on bad input. */
+  async prepare(
+    job: JobRef<unknown>,
+    payload: unknown,
+    options: EnqueueOptions,
+    i: number,
+    traceHeaders: TraceHeaders,
+  ): Promise<InsertRow> {
+    const definition = typeof job === "string" ? { kind: assertName("kind", job) } : job;
+    if (typeof definition !== "object" || definition === null || typeof definition.kind !== "string") {
+      throw new TypeError("job must be a kind string or a definition from defineJob()");
+    }
+    const def = definition as Partial<JobDefinition<unknown>> & { kind: string };
+    const value = def.schema ? await validatePayload(def, payload) : payload;
+    const queue = assertName("queue", options.queue ?? def.queue ?? "default");
+    const priority = assertInt("priority", options.priority ?? def.priority ?? 0, -32768, 32767);
+    const maxAttempts = assertInt("maxAttempts", options.maxAttempts ?? def.maxAttempts ?? 10, 1, 1_000_000);
+    if (options.runAt !== undefined && options.delay !== undefined) {
+      throw new ValidationError("pass either runAt or delay, not both");
+    }
+    const runAt = options.runAt === undefined ? null : assertDate("runAt", options.runAt).toISOString();
+    const delayMs = options.delay === undefined ? 0 : toMs("delay", options.delay);
+    let key: string | null = null;
+    if (options.idempotencyKey !== undefined) {
+      if (
+        typeof options.idempotencyKey !== "string" ||
+        options.idempotencyKey.length === 0 ||
+        options.idempotencyKey.length > 512
+      ) {
+        throw new ValidationError("idempotencyKey must be a non-empty string of at most 512 characters");
+      }
+      key = options.idempotencyKey;
+      if (key.includes("\u0000")) throw new ValidationError("idempotencyKey must not contain NUL characters");
+    }
+    const own = options.headers === undefined ? null : encodeHeaders(options.headers);
+    // The enqueue span's trace context rides along so the execution span can link to it.
+    const traced = withTraceContext(options.headers, traceHeaders);
+    const headers = traced === options.headers || traced === undefined ? own : encodeHeaders(traced);
+    const concurrencyKey = options.concurrencyKey === undefined ? null : assertKey(options.concurrencyKey);
+    return {
+      i,
+      queue,
+      kind: def.kind,
+      payload: encodePayload(value, this.maxPayloadBytes),
+      priority,
+      maxAttempts,
+      runAt,
+      delayMs,
+      key,
+      headers,
+      concurrencyKey,
+    };
+  }
+}
+
+/** Queues with a job runnable now (the ones whose workers a NOTIFY should wake). */
+function dueQueues(rows: readonly InsertRow[]): Set<string> {
+  const queues = new Set<string>();
+  for (const r of rows) if (r.runAt === null && r.delayMs === 0) queues.add(r.queue);
+  return queues;
+}

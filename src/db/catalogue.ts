@@ -1,0 +1,52 @@
+/**
+ * Every statement skipq runs against a schema, by area, built once per
+ * schema name and shared by every store of that schema. A new statement goes
+ * into the area module under sql/ (noun-first name, a why-comment), and is
+ * reached as `store.sql.<area>.<name>`.
+ */
+import type { Schema } from "./schema.js";
+import { adminStatements } from "./sql/admin.js";
+import { flowStatements } from "./sql/flow.js";
+import { jobStatements } from "./sql/jobs.js";
+import { maintenanceStatements } from "./sql/maintenance.js";
+import { migrationStatements } from "./sql/migrations.js";
+import { opsStatements } from "./sql/ops.js";
+import { outboxStatements } from "./sql/outbox.js";
+import { prunerStatements } from "./sql/pruner.js";
+import { sagaStatements } from "./sql/sagas.js";
+import { schedulerStatements } from "./sql/scheduler.js";
+
+function build(schema: Schema) {
+  return {
+    /** The claim path: claim, complete, settle, heartbeat, insert. */
+    jobs: jobStatements(schema),
+    /** Limits, key pauses and the limited claim's settings. */
+    flow: flowStatements(schema),
+    /** Reaper and leader lease. */
+    maintenance: maintenanceStatements(schema),
+    /** Retention. */
+    retention: prunerStatements(schema),
+    /** Operator actions and listings. */
+    admin: adminStatements(schema),
+    /** Presence, overview, throughput, health. */
+    ops: opsStatements(schema),
+    cron: schedulerStatements(schema),
+    outbox: outboxStatements(schema),
+    sagas: sagaStatements(schema),
+    migrations: migrationStatements(schema),
+  };
+}
+
+export type Catalogue = ReturnType<typeof build>;
+
+const built = new Map<string, Catalogue>();
+
+/** The catalogue of `schema`, built on first use. */
+export function catalogue(schema: Schema): Catalogue {
+  let sql = built.get(schema.name);
+  if (!sql) {
+    sql = build(schema);
+    built.set(schema.name, sql);
+  }
+  return sql;
+}

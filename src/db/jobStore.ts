@@ -1,0 +1,236 @@
+/**
+ * The job store: typed calls for every job statement the worker, the claimer
+ * and the maintainer run, over a `Store`. It shapes values into the
+ * statements' parameters and rows into results; it decides nothing about
+ * when to call them.
+ *
+ * Invariants: every transition after a claim presents the job's lease (the
+ * claiming transaction's id), and each "many" call returns the ids whose lease
+ * still matched, so callers can count stale outcomes; claimed rows come back
+ * in claim order.
+ */
+import type pg from "pg";
+import type { PauseTarget } from "../flow/pause.js";
+import type { Queryable } from "./queryable.js";
+import { type LimitedClaimParams, limitedClaimText } from "./sql/flow.js";
+import type { Store } from "./store.js";
+
+/** A claimed row as the claim statements return it. */
+export interface ClaimedRow {
+  id: string;
+  queue: string;
+  kind: string;
+  payload: unknown;
+  priority: number;
+  attempts: number;
+  max_attempts: number;
+  lease: string;
+  run_at: Date;
+  created_at: Date;
+  headers: Record<string, string> | null;
+  concurrency_key: string | null;
+  locked_at: Date;
+}
+
+/** Every outcome but success: recorded together by `settleMany`. */
+export interface Settlement {
+  id: string;
+  lease: string;
+  /** retry: pending after delayMs, or dead when attempts are used up; snooze and release: pending without using the attempt. */
+  action: "retry" | "snooze" | "release" | "dead" | "cancel";
+  error: string | null;
+  delayMs: number;
+  fingerprint: string | null;
+}
+
+/** One job to insert, encoded and validated (src/core/enqueue.ts builds these). */
+export interface InsertRow {
+  /** Position in the caller's input. */
+  i: number;
+  queue: string;
+  kind: string;
+  /** Encoded JSON. */
+  payload: string;
+  priority: number;
+  maxAttempts: number;
+  /** ISO time, or null for now + delayMs. */
+  runAt: string | null;
+  delayMs: number;
+  key: string | null;
+  /** Encoded JSON object, or null. */
+  headers: string | null;
+  concurrencyKey: string | null;
+}
+
+export class JobStore {
+  constructor(readonly store: Store) {}
+
+  private get sql() {
+    return this.store.sql.jobs;
+  }
+
+  /** Claims up to `limit` runnable jobs of `queues` that have no limits (the plain or the aging claim). */
+  async claim(p: {
+    queues: readonly string[];
+    limit: number;
+    workerId: string;
+    leaseMs: number;
+    agingMs: number | undefined;
+  }): Promise<ClaimedRow[]> {
+    const { rows } =
+      p.agingMs === undefined
+        ? await this.store.query<ClaimedRow>(this.sql.jobClaimBatch, [p.queues, p.limit, p.workerId, p.leaseMs])
+        : await this.store.query<ClaimedRow>(this.sql.jobClaimBatchAged, [
+            p.queues,
+            p.limit,
+            p.workerId,
+            p.leaseMs,
+            p.agingMs,
+          ]);
+    return inClaimOrder(rows, p.agingMs);
+  }
+
+  /** The limited claim (sql/flow.ts): claim locks, then a claim within every limit. One round trip. */
+  async claimLimited(p: Omit<LimitedClaimParams, "schema" | "schemaName">): Promise<ClaimedRow[]> {
+    const text = limitedClaimText({ ...p, schema: this.store.schema.sql, schemaName: this.store.schema.name });
+    // No values: the simple protocol, so the lock statements and the claim run as one implicit transaction.
+    const results = (await this.store.pool.query(text)) as unknown as pg.QueryResult | pg.QueryResult[];
+    const last = Array.isArray(results) ? results[results.length - 1] : results;
+    return inClaimOrder((last?.rows ?? []) as ClaimedRow[], p.agingMs ?? undefined);
+  }
+
+  /** Of `queues`, those the limited claim must serve (limits set, or a key paused now). */
+  async limitedQueues(queues: readonly string[]): Promise<Set<string>> {
+    const { rows } = await this.store.query<{ name: string }>(this.store.sql.flow.queuesLimited, [queues]);
+    return new Set(rows.map((r) => r.name));
+  }
+
+  /** Records successes; returns the ids whose lease still matched. */
+  async completeMany(jobs: ReadonlyArray<{ id: string; lease: string }>): Promise<string[]> {
+    const { rows } = await this.store.query<{ id: string }>(this.sql.jobCompleteMany, [
+      jobs.map((j) => j.id),
+      jobs.map((j) => j.lease),
+    ]);
+    return rows.map((r) => r.id);
+  }
+
+  /** Records every other outcome; returns the ids whose lease still matched, with the status each got. */
+  async settleMany(settlements: readonly Settlement[]): Promise<Array<{ id: string; status: string }>> {
+    const { rows } = await this.store.query<{ id: string; status: string }>(this.sql.jobSettleMany, [
+      settlements.map((s) => s.id),
+      settlements.map((s) => s.lease),
+      settlements.map((s) => s.action),
+      settlements.map((s) => s.error),
+      settlements.map((s) => s.delayMs),
+      settlements.map((s) => s.fingerprint),
+    ]);
+    return rows;
+  }
+
+  /** Extends leases by `leaseMs`; returns the ids still held. */
+  async heartbeatMany(jobs: ReadonlyArray<{ id: string; lease: string }>, leaseMs: number): Promise<string[]> {
+    const { rows } = await this.store.query<{ id: string }>(this.sql.jobHeartbeatMany, [
+      jobs.map((j) => j.id),
+      jobs.map((j) => j.lease),
+      leaseMs,
+    ]);
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Pauses `key` of `queue` (null: the whole queue) until a time, or for `ms` on the database clock;
+   * a later pause never shortens an earlier one. Workers are told on the schema's channel. Returns the end.
+   */
+  async pauseKey(queue: string, key: string | null, until: PauseTarget): Promise<Date> {
+    const { rows } = await this.store.query<{ paused_until: Date }>(this.store.sql.flow.queueKeyPause, [
+      queue,
+      key ?? "",
+      "ms" in until ? until.ms : 0,
+      this.store.schema.channel,
+      "at" in until ? until.at.toISOString() : null,
+    ]);
+    return (rows[0] as { paused_until: Date }).paused_until;
+  }
+
+  /** Inserts one job on `db`; notifies on commit when `notify` (the caller's transaction). Null when its key exists. */
+  async insertOne(db: Queryable, row: InsertRow, notify: boolean): Promise<{ id: string; due: boolean } | null> {
+    const values = insertValues(row);
+    const { rows } = notify
+      ? await this.store.query(this.sql.jobInsert, [...values, this.store.schema.channel], db)
+      : await this.store.query(this.sql.jobInsertQuiet, values, db);
+    return rows[0] ? { id: rows[0].id, due: notify ? rows[0].notified !== null : rows[0].due } : null;
+  }
+
+  /** Inserts up to 5,000 rows in one statement, in input order; rows whose key exists are left out of the result. */
+  async insertMany(
+    db: Queryable,
+    rows: readonly InsertRow[],
+  ): Promise<Array<{ id: string; queue: string; idempotency_key: string | null }>> {
+    const json = `[${rows
+      .map(
+        (r) =>
+          `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"},"ckey":${r.concurrencyKey === null ? "null" : JSON.stringify(r.concurrencyKey)}}`,
+      )
+      .join(",")}]`;
+    // Without idempotency keys there is nothing to conflict on: the plain INSERT skips the speculative
+    // insertion ON CONFLICT costs for every row.
+    const keyed = rows.some((r) => r.key !== null);
+    const { rows: inserted } = await this.store.query(
+      keyed ? this.sql.jobInsertMany : this.sql.jobInsertManyKeyless,
+      [json],
+      db,
+    );
+    return inserted.map((r) => ({ id: r.id, queue: r.queue, idempotency_key: r.idempotency_key ?? null }));
+  }
+
+  /** The job holding an idempotency key, if any. */
+  async findByKey(db: Queryable, queue: string, key: string): Promise<string | undefined> {
+    const { rows } = await this.store.query<{ id: string }>(this.sql.jobFindByKey, [queue, key], db);
+    return rows[0]?.id;
+  }
+
+  /** Wakes the workers of `queues` when `db`'s transaction commits. */
+  async notify(db: Queryable, queues: readonly string[]): Promise<void> {
+    await this.store.query(this.sql.queueNotify, [this.store.schema.channel, queues], db);
+  }
+
+  /** Wakes the workers of `queues` now (their jobs committed already); commits asynchronously. */
+  async notifyCommitted(queues: readonly string[]): Promise<void> {
+    await this.store.query(this.sql.queueNotifyAfterCommit, [this.store.schema.channel, queues]);
+  }
+}
+
+/** A row's values as the single-insert statements take them ($1–$10). */
+function insertValues(row: InsertRow): unknown[] {
+  return [
+    row.queue,
+    row.kind,
+    row.payload,
+    row.priority,
+    row.maxAttempts,
+    row.runAt,
+    row.delayMs,
+    row.key,
+    row.headers,
+    row.concurrencyKey,
+  ];
+}
+
+/**
+ * Puts claimed rows back in the order the claim picked them: an UPDATE's
+ * RETURNING does not keep its input's order, and the worker starts (and
+ * prefetches) jobs in this order. Aged jobs first, oldest first; then priority,
+ * run_at, id — with "aged" judged against the claim's own locked_at, the
+ * database clock the claim itself used.
+ */
+export function inClaimOrder(rows: ClaimedRow[], agingMs: number | undefined): ClaimedRow[] {
+  const aged = (r: ClaimedRow) => agingMs !== undefined && r.run_at.getTime() <= r.locked_at.getTime() - agingMs;
+  return rows.sort((a, b) => {
+    const agedA = aged(a);
+    if (agedA !== aged(b)) return agedA ? -1 : 1;
+    if (!agedA && a.priority !== b.priority) return b.priority - a.priority;
+    const byRunAt = a.run_at.getTime() - b.run_at.getTime();
+    if (byRunAt !== 0) return byRunAt;
+    return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  });
+}

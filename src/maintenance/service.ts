@@ -1,0 +1,101 @@
+/**
+ * The shape of every background loop (reaper, retention, presence, the
+ * claimer's refresh, cron, the saga sweeper, the maintainer's leader lease):
+ * `start()` (idempotent), `stop()` (safe before start and twice; waits for a
+ * pass in progress), `runOnce()` (one pass, what tests call), a jittered
+ * interval between passes, and capped exponential backoff after a failed pass.
+ *
+ * Invariants: passes never overlap (runOnce during a pass joins it); a failing
+ * pass is logged at the first failure and every 20th after, never thrown into
+ * the process; after stop() resolves no pass is running and none will start.
+ */
+import type { Logger } from "../core/logger.js";
+
+export interface ServiceOptions<R> {
+  /** Names the loop in logs ("reaper", "retention", …). */
+  name: string;
+  /** Time between passes, ms (jittered by ±10 %). */
+  intervalMs: number;
+  /** One pass. */
+  run: () => Promise<R>;
+  logger: Logger;
+  /** The wait after a successful pass; default the interval. Return 0 to go again at once. */
+  next?: (result: R) => number;
+  /** When the first pass runs: at once (default), or after a random part of the interval (spreads a fleet's passes). */
+  firstPass?: "now" | "spread";
+  /** Longest wait after failed passes, ms. Default 60 s (or the interval, if longer). */
+  maxBackoffMs?: number;
+}
+
+export class Service<R = unknown> {
+  private running = false;
+  private timer: NodeJS.Timeout | undefined;
+  private pass: Promise<R> | undefined;
+  private failures = 0;
+
+  constructor(private readonly o: ServiceOptions<R>) {}
+
+  /** True between start() and stop(). */
+  get started(): boolean {
+    return this.running;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.schedule(this.o.firstPass === "spread" ? Math.random() * this.o.intervalMs : 0);
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.pass?.catch(() => undefined);
+  }
+
+  /** One pass now (joining one in progress). Throws what the pass throws. */
+  runOnce(): Promise<R> {
+    this.pass ??= this.o.run().finally(() => {
+      this.pass = undefined;
+    });
+    return this.pass;
+  }
+
+  /** Runs the next pass now instead of at its time (e.g. on a notification). */
+  wake(): void {
+    if (!this.running || this.pass) return;
+    this.schedule(0);
+  }
+
+  private schedule(ms: number): void {
+    clearTimeout(this.timer);
+    if (!this.running) return;
+    this.timer = setTimeout(() => void this.tick(), ms);
+    this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    let wait: number;
+    try {
+      const result = await this.runOnce();
+      this.failures = 0;
+      wait = this.o.next ? this.o.next(result) : jitter(this.o.intervalMs);
+    } catch (error) {
+      this.failures++;
+      if (this.failures === 1 || this.failures % 20 === 0) {
+        this.o.logger.warn(
+          { err: error, failures: this.failures },
+          `skipq: ${this.o.name} pass failed; retrying with backoff`,
+        );
+      }
+      const cap = Math.max(this.o.maxBackoffMs ?? 60_000, this.o.intervalMs);
+      wait = Math.min(cap, this.o.intervalMs * 2 ** Math.min(this.failures - 1, 10)) * (0.5 + Math.random() / 2);
+    }
+    this.schedule(wait);
+  }
+}
+
+/** `ms` ± 10 %. */
+function jitter(ms: number): number {
+  return ms * (0.9 + Math.random() * 0.2);
+}

@@ -1,0 +1,166 @@
+/**
+ * The completer: records outcomes in batched, lease-fenced statements.
+ * Successes gather into one `completeMany`, every other outcome into one
+ * `settleMany` (settlements first, so a job that failed before another
+ * completed is recorded before it). One flush at a time; a failed flush is
+ * retried with backoff until the jobs' leases would have expired anyway, then
+ * given up (the reaper returns those jobs).
+ *
+ * Invariants: an outcome is written only under the lease it was claimed with,
+ * and a rejected one is counted as stale, never retried; the backlog of
+ * unwritten outcomes is bounded — at `maxBacklog` the fetcher stops claiming
+ * (see `saturated`) instead of letting memory grow while the database cannot
+ * take outcomes.
+ */
+import type { BackoffOptions } from "../core/backoff.js";
+import { backoffMs } from "../core/backoff.js";
+import { errorFingerprint, formatError } from "../core/errorFormat.js";
+import type { RetryIn } from "../core/errors.js";
+import type { Logger } from "../core/logger.js";
+import type { JobStore, Settlement } from "../db/jobStore.js";
+import type { Outcome, Running, WorkerStats } from "./types.js";
+import { sleep } from "./wakeup.js";
+
+export interface CompleterOptions {
+  jobs: JobStore;
+  logger: Logger;
+  stats: WorkerStats;
+  backoff: BackoffOptions;
+  outcomeBatchSize: number;
+  lockTimeoutMs: number;
+  /** True once the worker stopped: a failing flush gives up at once. */
+  stopped: () => boolean;
+  onStale: (ids: string[]) => void;
+  onWarning: (error: unknown) => void;
+  /** After each flush that wrote something (a limited queue's slot is free only now). */
+  onFlushed: () => void;
+}
+
+export class Completer {
+  /** Unwritten outcomes at which the worker stops claiming. */
+  readonly maxBacklog: number;
+  private completions: Array<{ id: string; lease: string }> = [];
+  private settlements: Settlement[] = [];
+  /** Outcomes taken by the flush in progress. */
+  private inFlight = 0;
+  private flushing: Promise<void> | undefined;
+  private flushScheduled = false;
+
+  constructor(private readonly o: CompleterOptions) {
+    this.maxBacklog = 2 * o.outcomeBatchSize;
+  }
+
+  /** Outcomes recorded here but not yet written. */
+  get backlog(): number {
+    return this.completions.length + this.settlements.length + this.inFlight;
+  }
+
+  /** True while the backlog is at its cap: claim nothing more until it drains. */
+  get saturated(): boolean {
+    return this.backlog >= this.maxBacklog;
+  }
+
+  /** Queues a job's outcome; it is written in the next flush (this tick's outcomes share one). */
+  record(running: Running, outcome: Outcome, error: unknown): void {
+    const { job, lease } = running;
+    const settle = (action: Settlement["action"], fields: Partial<Settlement> = {}) =>
+      this.settlements.push({ id: job.id, lease, action, error: null, delayMs: 0, fingerprint: null, ...fields });
+    switch (outcome) {
+      case "completed":
+        this.completions.push({ id: job.id, lease });
+        break;
+      case "snoozed":
+        settle("snooze", { delayMs: (error as RetryIn).delayMs });
+        break;
+      case "dead":
+        settle("dead", { error: formatError(error), fingerprint: errorFingerprint(job.kind, error) });
+        break;
+      case "cancelled":
+        settle("cancel", { error: formatError(error) });
+        break;
+      case "released":
+        this.o.stats.released++;
+        settle("release");
+        break;
+      default:
+        this.o.stats.failed++;
+        settle("retry", {
+          error: formatError(error),
+          delayMs: backoffMs(job.attempt, this.o.backoff),
+          fingerprint: errorFingerprint(job.kind, error),
+        });
+    }
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    // Let the outcomes of this tick gather into one statement.
+    setImmediate(() => {
+      this.flushScheduled = false;
+      void this.flush();
+    });
+  }
+
+  /** Writes every queued outcome; resolves when none is left (or they were given up). */
+  async flush(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    if (this.completions.length === 0 && this.settlements.length === 0) return;
+    this.flushing = this.flushNow().finally(() => {
+      this.flushing = undefined;
+    });
+    await this.flushing;
+    this.o.onFlushed();
+    if (this.completions.length > 0 || this.settlements.length > 0) await this.flush();
+  }
+
+  private async flushNow(): Promise<void> {
+    const completions = this.completions.splice(0, this.o.outcomeBatchSize);
+    const settlements = this.settlements.splice(0, this.o.outcomeBatchSize);
+    this.inFlight = completions.length + settlements.length;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          if (settlements.length > 0) {
+            this.noteStale(settlements, await this.o.jobs.settleMany(settlements));
+            settlements.length = 0;
+          }
+          if (completions.length > 0) {
+            const accepted = await this.o.jobs.completeMany(completions);
+            this.o.stats.completed += accepted.length;
+            this.noteStale(completions, accepted);
+            completions.length = 0;
+          }
+          return;
+        } catch (error) {
+          this.o.onWarning(error);
+          // Outcomes are retried until their leases would have expired anyway; then the reaper takes over.
+          if (attempt * 250 > this.o.lockTimeoutMs || this.o.stopped()) {
+            this.o.logger.error(
+              { err: error, jobs: completions.length + settlements.length },
+              "skipq: could not record outcomes; their leases will expire and the jobs run again",
+            );
+            return;
+          }
+          if (attempt === 1) this.o.logger.warn({ err: error }, "skipq: recording outcomes failed; retrying");
+          await sleep(Math.min(2000, 50 * 2 ** attempt));
+        }
+      }
+    } finally {
+      this.inFlight = 0;
+    }
+  }
+
+  private noteStale(sent: ReadonlyArray<{ id: string }>, accepted: ReadonlyArray<string | { id: string }>): void {
+    if (accepted.length === sent.length) return;
+    const kept = new Set(accepted.map((a) => (typeof a === "string" ? a : a.id)));
+    const stale = sent.map((s) => s.id).filter((id) => !kept.has(id));
+    this.o.stats.staleOutcomes += stale.length;
+    this.o.logger.warn(
+      { jobs: stale },
+      "skipq: outcomes rejected because the jobs' leases had moved on (expired and reclaimed, or cancelled)",
+    );
+    this.o.onStale(stale);
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * The executor: runs one job's handler — its context (signal, heartbeat,
+ * logger, pauseKey), payload validation, the per-job timeout — and turns how
+ * it ended into an outcome for the completer.
+ *
+ * Invariants: a handler's error, rejection or non-Error throw never escapes
+ * into the process (nor does a rejection after a timeout stopped the wait);
+ * a job whose lease was lost or that was released at shutdown is never
+ * recorded (`detached`); the job leaves `held` before its outcome is queued.
+ */
+import {
+  CancelJob,
+  FailPermanently,
+  PayloadInvalidError,
+  RetryIn,
+  SkipqError,
+  UnknownKindError,
+} from "../core/errors.js";
+import { type JobDefinition, validatePayload } from "../core/job.js";
+import { childLogger, type Logger } from "../core/logger.js";
+import type { Duration } from "../core/validate.js";
+import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
+import type { Handler, Job, JobContext, Outcome, Running, WorkerHooks } from "./types.js";
+
+export interface Registered {
+  definition?: JobDefinition<unknown>;
+  handler: Handler<never>;
+}
+
+export interface ExecutorOptions {
+  handlers: ReadonlyMap<string, Registered>;
+  held: Map<string, Running>;
+  logger: Logger;
+  jobTimeoutMs: number | undefined;
+  hooks: WorkerHooks | undefined;
+  heartbeat: (running: Running) => Promise<boolean>;
+  pauseKey: (job: Job, until: Date | Duration, key: string | null | undefined) => Promise<Date>;
+  record: (running: Running, outcome: Outcome, error: unknown) => void;
+  onStart: (job: Job) => void;
+  onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown) => void;
+}
+
+export class Executor {
+  constructor(private readonly o: ExecutorOptions) {}
+
+  async execute(running: Running): Promise<void> {
+    const { job, controller } = running;
+    running.startedAt = performance.now();
+    this.o.onStart(job);
+    let outcome: Outcome = "completed";
+    let failure: unknown;
+    let timer: NodeJS.Timeout | undefined;
+    const span = startExecuteSpan(job, running.trace);
+    try {
+      const entry = this.o.handlers.get(job.kind);
+      if (!entry) throw new UnknownKindError(job.kind, [...this.o.handlers.keys()]);
+      const payload = await this.payloadFor(entry, job);
+      const ctx = this.context(running, payload);
+      const result = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
+      // A handler that rejects after we stopped waiting must never become an unhandled rejection.
+      result.catch(() => undefined);
+      const limit = this.o.jobTimeoutMs;
+      if (limit === undefined) {
+        await result;
+      } else {
+        await Promise.race([
+          result,
+          new Promise((_, reject) => {
+            timer = setTimeout(() => {
+              const error = new SkipqError("SKIPQ_JOB_TIMEOUT", `job ran longer than jobTimeout (${limit} ms)`);
+              controller.abort(error);
+              reject(error);
+            }, limit);
+          }),
+        ]);
+      }
+    } catch (error) {
+      failure = error;
+      outcome = classify(error, controller);
+    } finally {
+      clearTimeout(timer);
+    }
+    try {
+      await this.o.hooks?.afterHandlerBeforeOutcome?.(job);
+    } catch (error) {
+      this.o.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
+    }
+    this.o.held.delete(job.id);
+    if (running.detached) {
+      const code = controller.reason instanceof SkipqError ? controller.reason.code : undefined;
+      outcome = code === "SKIPQ_LEASE_LOST" ? "lease-lost" : code === "SKIPQ_CANCEL" ? "cancelled" : "released";
+    } else {
+      this.o.record(running, outcome, failure);
+    }
+    endExecuteSpan(span, outcome, failure);
+    this.o.onEnd(job, outcome, performance.now() - running.startedAt, failure);
+  }
+
+  private async payloadFor(entry: Registered, job: Job): Promise<unknown> {
+    if (!entry.definition?.schema) return job.payload;
+    try {
+      return await validatePayload(entry.definition, job.payload);
+    } catch (error) {
+      // A payload its own schema rejects will never pass: dead at once, no retry storm.
+      throw error instanceof PayloadInvalidError ? new FailPermanently(error.message, { cause: error }) : error;
+    }
+  }
+
+  private context(running: Running, payload: unknown): JobContext {
+    const { job, controller } = running;
+    const logger = this.o.logger;
+    let log: Logger | undefined;
+    return {
+      job: { ...job, payload },
+      id: job.id,
+      attempt: job.attempt,
+      // Made on first use: most handlers read neither.
+      get signal() {
+        return controller.signal;
+      },
+      heartbeat: () => this.o.heartbeat(running),
+      pauseKey: (until, key) => this.o.pauseKey(job, until, key),
+      get log() {
+        log ??= childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
+        return log;
+      },
+    };
+  }
+}
+
+function classify(error: unknown, signal: { aborted: boolean; reason: unknown }): Outcome {
+  if (error instanceof RetryIn) return "snoozed";
+  if (error instanceof FailPermanently) return "dead";
+  if (error instanceof CancelJob) return "cancelled";
+  if (signal.aborted && signal.reason instanceof SkipqError && signal.reason.code === "SKIPQ_SHUTDOWN")
+    return "released";
+  return "retry";
+}

@@ -1,0 +1,237 @@
+/**
+ * The fetcher: claims jobs and hands them to the executor in claim order.
+ * Claimed jobs wait in a small local buffer so a claim is in flight while
+ * handlers run; the buffer holds about two claim round trips' worth of work at
+ * the measured handler speed (at most `prefetch`).
+ *
+ * Invariants: at most `concurrency` handlers run at once; at most
+ * `concurrency + prefetch` leases are held; no claim starts while the
+ * completer's backlog is full; a notification that arrives during a claim is
+ * never lost (the loop claims again instead of idling); nothing is claimed or
+ * started once the worker is stopping.
+ */
+import type { Logger } from "../core/logger.js";
+import type { ClaimedRow } from "../db/jobStore.js";
+import { claimSpan } from "../ops/telemetry.js";
+import { LazyAbortController } from "./lazyAbort.js";
+import type { ClaimInfo, Job, Running, WorkerHooks, WorkerStats } from "./types.js";
+import { backoffWait, Wakeup } from "./wakeup.js";
+
+export interface FetcherOptions {
+  claim: (limit: number) => Promise<ClaimedRow[]>;
+  queues: readonly string[];
+  concurrency: number;
+  prefetch: number;
+  batchSize: number;
+  maxClaims: number;
+  pollMs: number;
+  held: Map<string, Running>;
+  stats: WorkerStats;
+  logger: Logger;
+  hooks: WorkerHooks | undefined;
+  /** False once the worker is stopping: claim nothing, start nothing. */
+  running: () => boolean;
+  /** True while unwritten outcomes are at their cap. */
+  saturated: () => boolean;
+  execute: (running: Running) => Promise<void>;
+  onClaimed: (jobs: ReadonlyArray<Job>, info: ClaimInfo) => void;
+  onIdle: () => void;
+  onWarning: (error: unknown) => void;
+}
+
+export class Fetcher {
+  /** Wakes the loop: a notification, a freed slot, a stop. */
+  readonly wakeup = new Wakeup();
+  /** Claimed jobs not started yet, in claim order. */
+  private readonly buffer: Running[] = [];
+  private active = 0;
+  private readonly claiming = new Set<Promise<void>>();
+  private claimsInFlight = 0;
+  /** Jobs asked for by the claims in flight. */
+  private requested = 0;
+  private claimFailures = 0;
+  private sawEmpty = false;
+  /** Notifications received; a claim that came back short idles only if none arrived while it ran. */
+  private notifications = 0;
+  /** Moving averages of handler duration and claim round trip (ms), for the prefetch target. */
+  private handlerMs: number | undefined;
+  private claimMs = 1;
+
+  constructor(private readonly o: FetcherOptions) {}
+
+  /** Handlers running now. */
+  get activeCount(): number {
+    return this.active;
+  }
+
+  /** Claimed jobs waiting in the buffer. */
+  get bufferedCount(): number {
+    return this.buffer.length;
+  }
+
+  /** A job for one of this worker's queues was announced. */
+  notified(): void {
+    this.notifications++;
+    this.wakeup.wake();
+  }
+
+  /** A handler took `ms`: feeds the prefetch target. */
+  noteHandlerMs(ms: number): void {
+    this.handlerMs = this.handlerMs === undefined ? ms : 0.8 * this.handlerMs + 0.2 * ms;
+  }
+
+  /**
+   * Keeps up to `maxClaims` claims in flight while there is room for half a claim's worth of jobs:
+   * with handlers that finish fast, a claim (one commit) is always on the way while the last batch runs.
+   * Resolves once stopping and every claim in flight has returned.
+   */
+  async loop(): Promise<void> {
+    const o = this.o;
+    while (o.running()) {
+      const cap = o.concurrency + this.prefetchTarget();
+      const fullClaim = Math.min(o.batchSize, cap);
+      if (this.claimFailures > 0 && this.claimsInFlight === 0) {
+        await this.wakeup.wait(backoffWait(this.claimFailures, 50, 5000));
+      } else if (this.sawEmpty && this.claimsInFlight === 0) {
+        this.sawEmpty = false;
+        if (o.held.size === 0) o.onIdle();
+        await this.wakeup.wait(o.pollMs);
+        continue;
+      }
+      if (!o.running()) break;
+      const room = Math.min(o.batchSize, cap - o.held.size - this.requested);
+      // Slots idle with nothing buffered or coming: claim whatever fits now. Otherwise wait until half a
+      // claim's worth of room is free, so slots freeing one by one never turn into one-job claims.
+      const starving = this.buffer.length === 0 && this.active < o.concurrency && this.claimsInFlight === 0;
+      if (
+        this.claimsInFlight >= o.maxClaims ||
+        room <= 0 ||
+        (!starving && room < Math.ceil(fullClaim / 2)) ||
+        o.saturated()
+      ) {
+        await this.wakeup.wait(o.pollMs);
+        continue;
+      }
+      this.claimsInFlight++;
+      this.requested += room;
+      const notificationsBefore = this.notifications;
+      const claiming: Promise<void> = this.claim(room)
+        .then(
+          (claimed) => {
+            this.claimFailures = 0;
+            // A notification during the claim may announce a job its snapshot missed: claim again, don't idle.
+            if (claimed.length < room && this.notifications === notificationsBefore) this.sawEmpty = true;
+            this.startBuffered();
+          },
+          (error) => {
+            this.claimFailures++;
+            o.onWarning(error);
+            if (this.claimFailures === 1 || this.claimFailures % 20 === 0) {
+              o.logger.warn({ err: error, failures: this.claimFailures }, "skipq: claim failed; retrying with backoff");
+            }
+          },
+        )
+        .finally(() => {
+          this.claimsInFlight--;
+          this.requested -= room;
+          this.claiming.delete(claiming);
+          this.wakeup.wake();
+        });
+      this.claiming.add(claiming);
+    }
+    await Promise.all([...this.claiming]);
+  }
+
+  /**
+   * Jobs to hold beyond the slots: enough for the handlers to stay busy for two claim round trips
+   * (at the measured speeds), at most `prefetch`. Before any handler has finished: `concurrency`.
+   */
+  private prefetchTarget(): number {
+    const o = this.o;
+    if (o.prefetch === 0) return 0;
+    if (this.handlerMs === undefined) return Math.min(o.prefetch, o.concurrency);
+    const perJobMs = Math.max(this.handlerMs, 0.01);
+    return Math.min(o.prefetch, Math.ceil((2 * this.claimMs * o.concurrency) / perJobMs));
+  }
+
+  /** One claim of up to `limit` jobs, leased and buffered (not started). */
+  async claim(limit: number): Promise<Running[]> {
+    const startedAt = performance.now();
+    const rows = await this.o.claim(limit);
+    const durationMs = performance.now() - startedAt;
+    this.claimMs = 0.8 * this.claimMs + 0.2 * durationMs;
+    if (rows.length === 0) return [];
+    const trace = claimSpan(startedAt, this.o.queues, rows.length);
+    this.o.stats.claimed += rows.length;
+    const claimed: Running[] = rows.map((row) => {
+      const running = held(row, trace);
+      this.o.held.set(running.job.id, running);
+      return running;
+    });
+    const jobs = claimed.map((r) => r.job);
+    this.o.onClaimed(jobs, { durationMs, claimedAt: (rows[0] as ClaimedRow).locked_at });
+    await this.o.hooks?.afterClaimCommit?.(jobs);
+    this.buffer.push(...claimed);
+    return claimed;
+  }
+
+  /** Starts buffered jobs, in claim order, while slots are free; none once stopping (shutdown releases them). */
+  startBuffered(): void {
+    while (this.active < this.o.concurrency && this.buffer.length > 0) {
+      if (!this.o.running()) return;
+      const running = this.buffer.shift() as Running;
+      if (running.detached) {
+        // Its lease was lost while it waited: nothing ran, nothing to record.
+        this.o.held.delete(running.job.id);
+        running.settle();
+        continue;
+      }
+      running.started = true;
+      this.active++;
+      void this.o.execute(running).finally(() => {
+        this.active--;
+        running.settle();
+        this.startBuffered();
+        this.wakeup.wake();
+      });
+    }
+  }
+
+  /** Empties the buffer (at stop): the jobs that never started. */
+  drainBuffer(): Running[] {
+    return this.buffer.splice(0);
+  }
+}
+
+/** The record of a job just claimed: leased, not started. */
+function held(row: ClaimedRow, trace: Running["trace"]): Running {
+  const job: Job = {
+    id: row.id,
+    queue: row.queue,
+    kind: row.kind,
+    payload: row.payload,
+    priority: row.priority,
+    attempt: row.attempts,
+    maxAttempts: row.max_attempts,
+    runAt: row.run_at,
+    createdAt: row.created_at,
+    headers: row.headers ?? {},
+    lease: row.lease,
+    concurrencyKey: row.concurrency_key,
+  };
+  let settle: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => {
+    settle = resolve;
+  });
+  return {
+    job,
+    lease: row.lease,
+    controller: new LazyAbortController(),
+    startedAt: 0,
+    trace,
+    detached: false,
+    started: false,
+    done,
+    settle,
+  };
+}

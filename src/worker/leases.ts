@@ -1,0 +1,109 @@
+/**
+ * Leases: keeps every held job's lease alive (one batched heartbeat per
+ * interval, buffered jobs included), notices a lost lease (expired and reaped,
+ * or cancelled by an operator) and aborts that job's handler, whose outcome
+ * will then not be written.
+ *
+ * A cancel message on the schema's channel is a hint, never an authority:
+ * anyone who can connect to the database can send one. On a hint the job's
+ * lease is checked in the database (a heartbeat of that one job); only a lease
+ * the database no longer honours aborts the handler. A handler that finishes
+ * meanwhile records its outcome as usual, fenced by the lease.
+ */
+import { SkipqError } from "../core/errors.js";
+import type { Logger } from "../core/logger.js";
+import type { JobStore } from "../db/jobStore.js";
+import type { Running, WorkerStats } from "./types.js";
+
+export interface LeasesOptions {
+  jobs: JobStore;
+  /** Every job whose lease this worker holds. */
+  held: ReadonlyMap<string, Running>;
+  leaseMs: number;
+  heartbeatMs: number;
+  logger: Logger;
+  stats: WorkerStats;
+  onLost: (running: Running) => void;
+  onWarning: (error: unknown) => void;
+}
+
+export class Leases {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly o: LeasesOptions) {}
+
+  /** Heartbeats every interval until stop(). Idempotent. */
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.heartbeatAll(), this.o.heartbeatMs);
+    this.timer.unref();
+  }
+
+  /** Safe before start and twice. */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One heartbeat for every held job; those the database no longer honours are lost. */
+  async heartbeatAll(): Promise<void> {
+    const held = [...this.o.held.values()].filter((r) => !r.detached);
+    if (held.length === 0) return;
+    try {
+      const alive = await this.o.jobs.heartbeatMany(
+        held.map((r) => ({ id: r.job.id, lease: r.lease })),
+        this.o.leaseMs,
+      );
+      if (alive.length === held.length) return;
+      const kept = new Set(alive);
+      for (const running of held) if (!kept.has(running.job.id)) this.lose(running, "lease");
+    } catch (error) {
+      this.o.onWarning(error);
+      this.o.logger.warn({ err: error }, "skipq: heartbeat failed; will retry at the next interval");
+    }
+  }
+
+  /** Extends one job's lease now; false (and the handler aborted) when it is lost. */
+  async heartbeatOne(running: Running, reason: "lease" | "cancel" = "lease"): Promise<boolean> {
+    if (running.detached) return false;
+    const alive = await this.o.jobs.heartbeatMany([{ id: running.job.id, lease: running.lease }], this.o.leaseMs);
+    if (alive.length === 1) return true;
+    this.lose(running, reason);
+    return false;
+  }
+
+  /** A "!cancel:<id>" message arrived: abort the job's handler if the database confirms its lease is gone. */
+  async cancelHint(id: string): Promise<void> {
+    const running = this.o.held.get(id);
+    if (!running || running.detached) return;
+    try {
+      if (await this.heartbeatOne(running, "cancel")) {
+        this.o.logger.warn(
+          { jobId: id },
+          "skipq: ignored a cancel message for a job whose lease the database still honours (not cancelled there)",
+        );
+      }
+    } catch (error) {
+      // Unverifiable now: the next heartbeat checks the lease anyway.
+      this.o.onWarning(error);
+    }
+  }
+
+  private lose(running: Running, reason: "lease" | "cancel"): void {
+    if (running.detached || !this.o.held.has(running.job.id)) return;
+    running.detached = true;
+    const id = running.job.id;
+    if (reason === "cancel") {
+      this.o.logger.info({ jobId: id }, "skipq: job cancelled by an operator; aborting its handler");
+      running.controller.abort(new SkipqError("SKIPQ_CANCEL", `job ${id} was cancelled`));
+      return;
+    }
+    this.o.stats.leasesLost++;
+    this.o.logger.warn(
+      { jobId: id },
+      "skipq: lease lost (expired and reaped, or cancelled); aborting the handler, its outcome will not be recorded",
+    );
+    running.controller.abort(new SkipqError("SKIPQ_LEASE_LOST", `the lease on job ${id} was lost`));
+    this.o.onLost(running);
+  }
+}

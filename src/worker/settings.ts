@@ -1,0 +1,119 @@
+/**
+ * A worker's settings, checked once: every option validated with a message
+ * that names it, defaults applied, and the pool the worker will use sized
+ * (its own, the caller's, or the client's) — failing with PoolTooSmallError
+ * before anything starts when a borrowed pool cannot hold what it needs.
+ */
+import os from "node:os";
+import type pg from "pg";
+import { type BackoffOptions, defaultBackoff } from "../core/backoff.js";
+import { PoolTooSmallError, SkipqError } from "../core/errors.js";
+import type { Logger } from "../core/logger.js";
+import { assertInt, assertName, toMs } from "../core/validate.js";
+import { createPool } from "../db/pool.js";
+import type { WorkerOptions } from "./types.js";
+
+export interface WorkerSettings {
+  id: string;
+  queues: readonly string[];
+  concurrency: number;
+  prefetch: number;
+  batchSize: number;
+  lockTimeoutMs: number;
+  heartbeatMs: number;
+  pollMs: number;
+  shutdownMs: number;
+  abortGraceMs: number;
+  jobTimeoutMs: number | undefined;
+  agingMs: number | undefined;
+  backoff: BackoffOptions;
+  outcomeBatchSize: number;
+  presenceMs: number;
+}
+
+export function workerSettings(options: WorkerOptions): WorkerSettings {
+  const queues = (options.queues ?? ["default"]).map((q) => assertName("queue", q));
+  if (queues.length === 0) throw new SkipqError("SKIPQ_INVALID_ARGUMENT", "queues must name at least one queue");
+  const concurrency = assertInt("concurrency", options.concurrency ?? 10, 1, 10_000);
+  const prefetch = assertInt("prefetch", options.prefetch ?? 1000, 0, 10_000);
+  const lockTimeoutMs = toMs("lockTimeout", options.lockTimeout ?? "30s", { allowZero: false });
+  const heartbeatMs = toMs("heartbeatInterval", options.heartbeatInterval ?? lockTimeoutMs / 3, { allowZero: false });
+  if (heartbeatMs >= lockTimeoutMs) {
+    throw new SkipqError(
+      "SKIPQ_INVALID_ARGUMENT",
+      `heartbeatInterval (${heartbeatMs} ms) must be shorter than lockTimeout (${lockTimeoutMs} ms), or leases expire between heartbeats`,
+    );
+  }
+  return {
+    id: options.workerId ?? workerId(),
+    queues,
+    concurrency,
+    prefetch,
+    batchSize: assertInt("batchSize", options.batchSize ?? Math.min(concurrency + prefetch, 1000), 1, 1000),
+    lockTimeoutMs,
+    heartbeatMs,
+    pollMs: toMs("pollInterval", options.pollInterval ?? "1s", { allowZero: false }),
+    shutdownMs: toMs("shutdownTimeout", options.shutdownTimeout ?? "10s"),
+    abortGraceMs: toMs("abortGrace", options.abortGrace ?? "1s"),
+    jobTimeoutMs:
+      options.jobTimeout === undefined ? undefined : toMs("jobTimeout", options.jobTimeout, { allowZero: false }),
+    agingMs:
+      options.priorityAging === undefined
+        ? undefined
+        : toMs("priorityAging", options.priorityAging, { allowZero: false }),
+    backoff: { ...defaultBackoff, ...options.backoff },
+    outcomeBatchSize: assertInt("outcomeBatchSize", options.outcomeBatchSize ?? 2000, 1, 10_000),
+    presenceMs: toMs("presenceInterval", options.presenceInterval ?? "10s", { allowZero: false }),
+  };
+}
+
+/** host:pid:random — unique per process and worker, readable in locked_by and the workers table. */
+export function workerId(): string {
+  return `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** Connections a worker keeps for its own statements: claim, outcomes, heartbeat, maintenance. */
+const RESERVED = 4;
+
+export interface WorkerPool {
+  pool: pg.Pool;
+  owned: boolean;
+  /** Claims that may be in flight at once. */
+  maxClaims: number;
+}
+
+/**
+ * The worker's pool. Its own (when the client has a connection string) gets a
+ * second claim connection, so two claims can be in flight and their commits
+ * share WAL flushes; a borrowed pool keeps one claim at a time, within a size
+ * checked here.
+ */
+export function workerPool(
+  host: { connectionString: string | undefined; pool: pg.Pool },
+  options: WorkerOptions,
+  concurrency: number,
+  logger: Logger,
+): WorkerPool {
+  if (options.pool) {
+    const needed = RESERVED + concurrency;
+    const max = poolMax(options.pool);
+    if (max < needed) {
+      throw new PoolTooSmallError(
+        needed,
+        max,
+        `claim 1 + outcomes 1 + heartbeat 1 + maintenance 1 + ${concurrency} for handlers that may share this pool`,
+      );
+    }
+    return { pool: options.pool, owned: false, maxClaims: 1 };
+  }
+  if (host.connectionString) {
+    return { pool: createPool(host.connectionString, RESERVED + 1, logger, "skipq-worker"), owned: true, maxClaims: 2 };
+  }
+  const max = poolMax(host.pool);
+  if (max < RESERVED) throw new PoolTooSmallError(RESERVED, max, "claim 1 + outcomes 1 + heartbeat 1 + maintenance 1");
+  return { pool: host.pool, owned: false, maxClaims: 1 };
+}
+
+function poolMax(pool: pg.Pool): number {
+  return (pool as pg.Pool & { options: { max: number } }).options.max;
+}

@@ -1,0 +1,178 @@
+/**
+ * The worker's types: what a handler sees (Job, JobContext), the options and
+ * events of a Worker, and the record of a held job (Running) that the parts
+ * of src/worker/ pass between them.
+ */
+import type { Context as TraceContext } from "@opentelemetry/api";
+import type pg from "pg";
+import type { BackoffOptions } from "../core/backoff.js";
+import type { Logger } from "../core/logger.js";
+import type { Duration } from "../core/validate.js";
+import type { LocalService, MaintenanceOptions } from "../maintenance/maintainer.js";
+import type { LazyAbortController } from "./lazyAbort.js";
+
+/** A claimed job as its handler sees it. */
+export interface Job<P = unknown> {
+  id: string;
+  queue: string;
+  kind: string;
+  payload: P;
+  priority: number;
+  /** This attempt's number, from 1. */
+  attempt: number;
+  maxAttempts: number;
+  runAt: Date;
+  createdAt: Date;
+  /** Metadata given at enqueue (e.g. a trace context); empty when none. */
+  headers: Record<string, string>;
+  /**
+   * This claim's fencing token (unique per claim). Pass it to downstream
+   * systems that can reject writes from a holder whose lease was taken over.
+   */
+  lease: string;
+  /** The tenant key given at enqueue (`concurrencyKey`); null when none. */
+  concurrencyKey: string | null;
+}
+
+export interface JobContext<P = unknown> {
+  job: Job<P>;
+  id: string;
+  attempt: number;
+  /** Aborts on shutdown (after the soft timeout), on a lost lease, on job timeout, or on cancellation. */
+  signal: AbortSignal;
+  /** Extends this job's lease now (it is also extended automatically). Resolves false when the lease is lost. */
+  heartbeat(): Promise<boolean>;
+  log: Logger;
+  /**
+   * Pauses a concurrency key of this job's queue until a time (a Date, compared
+   * with the database clock) or for a duration ("30s"): no worker starts a job
+   * with that key meanwhile — e.g. on a provider's Retry-After. The key defaults
+   * to this job's; pass null (or omit it for a job without a key) to pause the
+   * whole queue. Then usually `throw new RetryIn(ms)` to run this job again later.
+   */
+  pauseKey(until: Date | Duration, key?: string | null): Promise<Date>;
+}
+
+export type Handler<P = unknown> = (payload: P, ctx: JobContext<P>) => unknown | Promise<unknown>;
+
+export interface WorkerOptions {
+  /** Queues to take jobs from. Default ["default"]. */
+  queues?: string[];
+  /** Handlers running at once. Default 10. */
+  concurrency?: number;
+  /**
+   * Most jobs taken per claim; a claim never takes more than the free slots plus the free prefetch room.
+   * Default: concurrency + prefetch (at most 1000).
+   */
+  batchSize?: number;
+  /**
+   * Most jobs claimed ahead of free slots and held (leased, heartbeated) in a local buffer, so the next claim
+   * overlaps running handlers and each claim commits more jobs. The worker buffers only about two claim
+   * round trips' worth of work at its measured handler speed: fast handlers get up to this many, slow ones
+   * next to none. A job enqueued later with a higher priority waits behind at most this many. 0 claims only
+   * for free slots. Default 1000.
+   */
+  prefetch?: number;
+  /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. Default "30s". */
+  lockTimeout?: Duration;
+  /** How often running jobs' leases are extended. Default lockTimeout / 3. */
+  heartbeatInterval?: Duration;
+  /** Longest idle wait between claims when no notification arrives. Default "1s". */
+  pollInterval?: Duration;
+  /** On stop, how long in-flight handlers may finish before their signals abort. Default "10s". */
+  shutdownTimeout?: Duration;
+  /** After aborting, how long handlers get to settle before their jobs are released. Default "1s". */
+  abortGrace?: Duration;
+  /** Per-job time limit: the signal aborts, the job fails (retry) and the slot is freed. Default: none. */
+  jobTimeout?: Duration;
+  /**
+   * Priority aging: a job runnable for longer than this is claimed before any
+   * other, oldest first, as if it had top priority, so a flood of high-priority
+   * work cannot starve it. Default: none (strict priority order).
+   */
+  priorityAging?: Duration;
+  /** Retry backoff after a failure. Default { baseMs: 1000, maxMs: 3_600_000, jitter: 0.2 }. */
+  backoff?: Partial<BackoffOptions>;
+  /**
+   * Run the maintainer in this process: it takes part in electing the schema's leader, which reaps
+   * expired leases and applies retention (docs/architecture.md). false: none of it here. Default true.
+   */
+  maintenance?: boolean | MaintenanceOptions;
+  /** Time between reaper passes (same as `maintenance.reaperInterval`). Default "5s". */
+  reaperInterval?: Duration;
+  /** A cron `Scheduler` this worker runs (started and stopped with it). Default: none. */
+  scheduler?: LocalService;
+  /** LISTEN for new jobs on a dedicated connection. Default true (needs a connection string). */
+  listen?: boolean;
+  /** Connection string for the LISTEN connection, e.g. a direct one when the pool goes through PgBouncer. Default: the client's. */
+  listenConnectionString?: string;
+  /** A pg pool for the worker's bookkeeping; must fit claim + outcomes + heartbeat + maintenance + one per handler. Default: skipq creates a pool of 5 (a second claim connection, so two claims can be in flight). */
+  pool?: pg.Pool;
+  /** Identifies this worker in locked_by. Default host:pid:random. */
+  workerId?: string;
+  /** Most outcomes recorded per statement. Default 2000. */
+  outcomeBatchSize?: number;
+  /** Record this worker's id, queues and kinds in the workers table (for health checks), off the claim path. Default true. */
+  presence?: boolean;
+  /** Time between presence upserts; a worker not seen for three intervals counts as gone. Default "10s". */
+  presenceInterval?: Duration;
+  /** Check the schema version at start (refuse a database newer or older than this code). Default true. */
+  checkSchema?: boolean;
+  /** @internal Fault-injection hooks for the chaos suite. */
+  hooks?: WorkerHooks;
+}
+
+/** @internal Named points where the chaos suite injects faults. */
+export interface WorkerHooks {
+  afterClaimCommit?: (jobs: ReadonlyArray<Job>) => void | Promise<void>;
+  afterHandlerBeforeOutcome?: (job: Job) => void | Promise<void>;
+}
+
+export type Outcome = "completed" | "retry" | "dead" | "snoozed" | "cancelled" | "released" | "lease-lost";
+
+/** How a non-empty claim went: its round trip, and the database time it took the jobs (all share it). */
+export interface ClaimInfo {
+  durationMs: number;
+  claimedAt: Date;
+}
+
+export interface WorkerEvents {
+  claimed: [jobs: ReadonlyArray<Job>, info: ClaimInfo];
+  jobStart: [job: Job];
+  jobEnd: [job: Job, outcome: Outcome, durationMs: number, error: unknown];
+  /** Outcomes the database rejected because the job's lease had moved on. */
+  staleOutcome: [ids: string[]];
+  leaseLost: [job: Job];
+  reaped: [jobs: ReadonlyArray<{ id: string; status: string }>];
+  listener: [connected: boolean];
+  idle: [];
+  stopped: [];
+  /** A database error the worker survived (it retries). */
+  warning: [error: unknown, context: string];
+}
+
+/** A job this worker holds the lease of: waiting in the prefetch buffer, or running. */
+export interface Running {
+  job: Job;
+  lease: string;
+  controller: LazyAbortController;
+  startedAt: number;
+  /** The claim span's context, for the execution span (OpenTelemetry). */
+  trace: TraceContext | undefined;
+  /** Set when the outcome must not be written: lease lost, or released at shutdown. */
+  detached: boolean;
+  /** False while the job waits in the prefetch buffer. */
+  started: boolean;
+  /** Resolves when the job is settled: its handler ended, or it left the buffer without running. */
+  done: Promise<void>;
+  settle: () => void;
+}
+
+export interface WorkerStats {
+  claimed: number;
+  completed: number;
+  failed: number;
+  staleOutcomes: number;
+  leasesLost: number;
+  released: number;
+}
