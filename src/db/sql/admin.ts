@@ -26,7 +26,7 @@ export function adminStatements(names: Schema) {
                  AND ($6::text IS NULL OR last_error ILIKE $6)
                ORDER BY id DESC LIMIT $5`,
       queueStats: `SELECT queue,
-                        count(*) FILTER (WHERE status = 'pending')   AS pending,
+                        count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS pending,
                         count(*) FILTER (WHERE status = 'pending' AND run_at > now()) AS scheduled,
                         count(*) FILTER (WHERE status = 'running')   AS running,
                         count(*) FILTER (WHERE status = 'completed') AS completed,

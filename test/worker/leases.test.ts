@@ -1,0 +1,127 @@
+/**
+ * Leases and outcomes under hostile or failing conditions: a cancel message
+ * anyone can forge is checked against the database before it stops a
+ * handler, and a database that will not take outcomes makes the worker stop
+ * claiming instead of piling up unwritten outcomes.
+ */
+import pg from "pg";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { type Logger, Skipq, type Worker } from "../../src/index.js";
+import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+
+let t: TestQueue;
+const workers: Worker[] = [];
+beforeAll(async () => {
+  t = await testQueue("leases");
+});
+afterAll(async () => {
+  await Promise.all(workers.map((w) => w.stop()));
+  await t.cleanup();
+});
+
+/** A logger that keeps every message, to wait on what the worker says. */
+function recordingLogger(): Logger & { messages: string[] } {
+  const messages: string[] = [];
+  const keep = (_: unknown, msg?: string) => void (msg && messages.push(msg));
+  return { messages, debug: keep, info: keep, warn: keep, error: keep };
+}
+
+async function status(id: string): Promise<string | undefined> {
+  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  return rows[0]?.status;
+}
+
+test("a forged cancel message from a role without rights neither aborts the handler nor drops its result", async () => {
+  const role = `forger_${t.schema}`.slice(0, 60);
+  await t.db.query(`DROP ROLE IF EXISTS ${role}`);
+  await t.db.query(`CREATE ROLE ${role} LOGIN`);
+  const logger = recordingLogger();
+  const skipq = new Skipq({ connectionString: DATABASE_URL, schema: t.schema, logger });
+  let release!: () => void;
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
+  let aborted = false;
+  const w = skipq.worker({ queues: ["forged"], maintenance: false }).register("slow", async (_payload, ctx) => {
+    ctx.signal.addEventListener("abort", () => {
+      aborted = true;
+    });
+    await gate;
+    return "done";
+  });
+  workers.push(w);
+  const listening = new Promise<void>((resolve) => w.on("listener", (c) => c && resolve()));
+  await w.start();
+  await listening;
+  const { id } = await t.skipq.enqueue("slow", {}, { queue: "forged", maxAttempts: 1 });
+  await until("running", async () => (await status(id)) === "running");
+
+  const url = new URL(DATABASE_URL);
+  url.username = role;
+  url.password = "";
+  const forger = new pg.Client({ connectionString: url.toString() });
+  await forger.connect();
+  try {
+    await forger.query(`NOTIFY "skipq:${t.schema}", '!cancel:${id}'`);
+  } finally {
+    await forger.end();
+    await t.db.query(`DROP ROLE IF EXISTS ${role}`);
+  }
+  await until("the worker checked the message against the database", () =>
+    logger.messages.some((m) => m.includes("ignored a cancel message")),
+  );
+  release();
+  await until("completed", async () => (await status(id)) === "completed");
+  expect(aborted).toBe(false);
+  expect(w.stats.staleOutcomes).toBe(0);
+  await w.stop();
+  await skipq.close();
+});
+
+test("while the database refuses outcomes, the worker stops claiming at its backlog cap, and catches up after", async () => {
+  const s = `"${t.schema}"`;
+  // Completions fail (a trigger raises); claims and heartbeats still work.
+  await t.db.query(`CREATE FUNCTION ${s}.refuse_outcomes() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN RAISE EXCEPTION 'outcomes refused for this test'; END $$`);
+  await t.db.query(`CREATE TRIGGER refuse BEFORE UPDATE OR DELETE ON ${s}.jobs FOR EACH ROW
+                    WHEN (OLD.status = 'running' AND pg_trigger_depth() = 0)
+                    EXECUTE FUNCTION ${s}.refuse_outcomes()`);
+  const jobs = await t.skipq.enqueueMany(
+    Array.from({ length: 200 }, () => ({ job: "fast", payload: {}, queue: "refused" })),
+  );
+  const w = t.skipq
+    .worker({
+      queues: ["refused"],
+      concurrency: 5,
+      prefetch: 0,
+      outcomeBatchSize: 5,
+      maintenance: false,
+      pollInterval: 20,
+    })
+    .register("fast", () => undefined);
+  workers.push(w);
+  let outcomeFailures = 0;
+  w.on("warning", (_error, context) => {
+    if (context === "outcome") outcomeFailures++;
+  });
+  await w.start();
+  // Flushes keep failing for a while: time in which an unbounded worker would claim everything.
+  await until("several failed outcome flushes", () => outcomeFailures >= 6, 20_000);
+  const cap = 2 * 5;
+  expect(w.unwrittenOutcomes).toBeLessThanOrEqual(cap + 5);
+  expect(w.stats.claimed).toBeLessThanOrEqual(cap + 5);
+  expect(w.stats.claimed).toBeLessThan(jobs.length);
+
+  await t.db.query(`DROP TRIGGER refuse ON ${s}.jobs`);
+  await until(
+    "every job completed",
+    async () => {
+      const { rows } = await t.db.query(
+        `SELECT count(*)::int AS n FROM ${s}.jobs WHERE queue = 'refused' AND status = 'completed'`,
+      );
+      return rows[0].n === jobs.length;
+    },
+    30_000,
+  );
+  await w.stop();
+});
