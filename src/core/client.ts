@@ -12,6 +12,7 @@ import { createPool } from "../db/pool.js";
 import type { Queryable } from "../db/queryable.js";
 import { Schema } from "../db/schema.js";
 import { Store } from "../db/store.js";
+import { moveFinishedJobs } from "../maintenance/history.js";
 import { enqueueSpan } from "../ops/telemetry.js";
 import { Worker, type WorkerOptions } from "../worker/worker.js";
 import { type BulkItem, type EnqueueOptions, type EnqueueResult, Enqueuer, type JobRef } from "./enqueue.js";
@@ -95,9 +96,19 @@ export class Skipq {
     this.enqueuer = new Enqueuer(this.jobs, this.pool, this.notifier, this.maxPayloadBytes);
   }
 
-  /** Applies pending migrations; safe from many processes at once. */
-  migrate(): Promise<MigrateResult> {
-    return migrate(this.pool, this.schema);
+  /**
+   * Applies pending migrations; safe from many processes at once. After an upgrade from the single-table
+   * layout (schema 7 or older) it also moves finished jobs to history, in short batches that never hold up
+   * workers (any process may share or resume that work; the maintainer finishes it if this is interrupted).
+   */
+  async migrate(): Promise<MigrateResult> {
+    const result = await migrate(this.pool, this.schema);
+    // A finished row someone holds locked is skipped; a few more rounds, then the maintainer takes over.
+    for (let round = 0; round < 10; round++) {
+      const moved = await moveFinishedJobs(this.store, { widthMs: 86_400_000, keepMs: 30 * 86_400_000 });
+      if (moved.done) break;
+    }
+    return result;
   }
 
   /**

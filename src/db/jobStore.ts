@@ -172,14 +172,7 @@ export class JobStore {
           `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"},"ckey":${r.concurrencyKey === null ? "null" : JSON.stringify(r.concurrencyKey)}}`,
       )
       .join(",")}]`;
-    // Without idempotency keys there is nothing to conflict on: the plain INSERT skips the speculative
-    // insertion ON CONFLICT costs for every row.
-    const keyed = rows.some((r) => r.key !== null);
-    const { rows: inserted } = await this.store.query(
-      keyed ? this.sql.jobInsertMany : this.sql.jobInsertManyKeyless,
-      [json],
-      db,
-    );
+    const { rows: inserted } = await this.store.query(this.sql.jobInsertMany, [json], db);
     return inserted.map((r) => ({ id: r.id, queue: r.queue, idempotency_key: r.idempotency_key ?? null }));
   }
 

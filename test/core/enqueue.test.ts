@@ -21,14 +21,14 @@ beforeAll(async () => {
 afterAll(async () => t.cleanup());
 
 async function count(where = "true", values: unknown[] = []): Promise<number> {
-  const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE ${where}`, values);
+  const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE ${where}`, values);
   return rows[0].n;
 }
 
 test("an enqueued job is stored pending with its options and defaults", async () => {
   const { id, created } = await t.skipq.enqueue("stored", { a: 1 }, { queue: "mail", priority: 5, maxAttempts: 3 });
   expect(created).toBe(true);
-  const { rows } = await t.db.query(`SELECT * FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT * FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   expect(rows[0]).toMatchObject({
     queue: "mail",
     kind: "stored",
@@ -43,7 +43,7 @@ test("an enqueued job is stored pending with its options and defaults", async ()
 test("a delay is measured from the database clock", async () => {
   const { id } = await t.skipq.enqueue("later", {}, { delay: "1h" });
   const { rows } = await t.db.query(
-    `SELECT EXTRACT(EPOCH FROM run_at - now())::float AS ahead FROM "${t.schema}".jobs WHERE id = $1`,
+    `SELECT EXTRACT(EPOCH FROM run_at - now())::float AS ahead FROM "${t.schema}".all_jobs WHERE id = $1`,
     [id],
   );
   expect(rows[0].ahead).toBeGreaterThan(3590);
@@ -83,7 +83,7 @@ test("an idempotency key yields one job under 50 concurrent transactions, 25 of 
       }),
     );
     expect(await count("idempotency_key = $1", [key])).toBe(1);
-    const { rows } = await t.db.query(`SELECT id FROM "${t.schema}".jobs WHERE idempotency_key = $1`, [key]);
+    const { rows } = await t.db.query(`SELECT id FROM "${t.schema}".all_jobs WHERE idempotency_key = $1`, [key]);
     const committed = results.filter((r) => r.committed);
     // Every committed caller was told the id of the one job that exists.
     expect(new Set(committed.map((r) => r.id))).toEqual(new Set([rows[0].id]));
@@ -107,7 +107,7 @@ test("bulk enqueue of 100,000 jobs works in one call, ids in input order", async
   expect(results).toHaveLength(100_000);
   expect(await count("queue = 'bulk'")).toBe(100_000);
   const { rows } = await t.db.query(
-    `SELECT id, payload->>'i' AS i FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[])`,
+    `SELECT id, payload->>'i' AS i FROM "${t.schema}".all_jobs WHERE id = ANY($1::bigint[])`,
     [[results[0]?.id, results[54_321]?.id, results[99_999]?.id]],
   );
   const byId = new Map(rows.map((r) => [r.id, Number(r.i)]));
@@ -226,7 +226,7 @@ test("a payload exactly at the cap is accepted and round-trips byte-identical; o
   const atCap = filler(496);
   expect(Buffer.byteLength(JSON.stringify(atCap))).toBe(1000);
   const { id } = await skipq.enqueue("cap", atCap);
-  const { rows } = await t.db.query(`SELECT payload FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT payload FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   expect(rows[0].payload).toEqual(atCap);
   const over = { s: `${"é".repeat(496)}x` };
   await expect(skipq.enqueue("cap", over)).rejects.toBeInstanceOf(PayloadTooLargeError);
@@ -269,7 +269,7 @@ test("every enqueue path stores the concurrency key: single, shared singles, bul
     ]);
     const ids = [tx, single, shared, keyless, keyed].map((r) => r?.id);
     const { rows } = await t.db.query(
-      `SELECT id, concurrency_key FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[])`,
+      `SELECT id, concurrency_key FROM "${t.schema}".all_jobs WHERE id = ANY($1::bigint[])`,
       [ids],
     );
     const byId = new Map(rows.map((r) => [r.id, r.concurrency_key]));

@@ -27,8 +27,10 @@ async function deadJob(
   fields: { queue?: string; kind?: string; payload?: unknown; error?: string; fingerprint?: string } = {},
 ) {
   const { rows } = await t.db.query(
-    `INSERT INTO "${t.schema}".jobs (queue, kind, payload, status, attempts, last_error, error_fingerprint)
-     VALUES ($1, $2, $3, 'dead', 3, $4, $5) RETURNING id`,
+    `INSERT INTO "${t.schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at,
+                                           last_error, error_fingerprint, created_at, finished_at)
+     VALUES (nextval(pg_get_serial_sequence('"${t.schema}".jobs', 'id')), $1, $2, $3, 'dead', 0, 3, 3, now(), $4, $5,
+             now(), now()) RETURNING id`,
     [
       fields.queue ?? "default",
       fields.kind ?? "mail",
@@ -41,7 +43,7 @@ async function deadJob(
 }
 
 async function status(id: string): Promise<string> {
-  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   return rows[0].status;
 }
 

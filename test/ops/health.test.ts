@@ -18,7 +18,7 @@ test("a session idle in a transaction, and one with a long transaction, are repo
     expect(before.warnings.filter((w) => w.detail.pid === idlePid || w.detail.pid === busyPid)).toEqual([]);
 
     await idle.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
-    await idle.query(`SELECT count(*) FROM "${t.schema}".jobs`);
+    await idle.query(`SELECT count(*) FROM "${t.schema}".all_jobs`);
     await busy.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
     await busy.query("SELECT 1");
     const sleeping = busy.query("SELECT pg_sleep(60)").catch(() => undefined);
