@@ -26,21 +26,6 @@ import {
 } from "./adminTypes.js";
 import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
 
-export {
-  type CronScheduleRow,
-  type DeadGroup,
-  JOB_STATUSES,
-  type JobRow,
-  type JobStatus,
-  type ListedJob,
-  type ListOptions,
-  type QueueLimits,
-  type QueueOverview,
-  type QueueSettings,
-  type QueueStats,
-  type WorkerPresence,
-} from "./adminTypes.js";
-
 /** `%text%` for ILIKE, with the user's `\\`, `%` and `_` taken literally. */
 function likePattern(text: unknown): string {
   if (typeof text !== "string" || text.length > 200 || text.includes("\u0000"))

@@ -15,7 +15,8 @@ import { Skipq } from "../../core/client.js";
 import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger, type Logger } from "../../core/logger.js";
 import { type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
-import { Admin, JOB_STATUSES, type JobStatus } from "../admin.js";
+import { Admin } from "../admin.js";
+import { JOB_STATUSES, type JobStatus } from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
 import {

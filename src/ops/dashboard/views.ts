@@ -4,7 +4,7 @@
  * pages of jobs that are still moving refresh themselves with a meta tag.
  * Every value shown comes through `html` (escaped) or a redactor first.
  */
-import type { DeadGroup, JobRow, ListedJob, QueueOverview, WorkerPresence } from "../admin.js";
+import type { DeadGroup, JobRow, ListedJob, QueueOverview, WorkerPresence } from "../adminTypes.js";
 import type { HealthWarning } from "../health.js";
 import { throughputChart } from "./chart.js";
 import { html, raw, type SafeHtml } from "./html.js";
