@@ -7,7 +7,7 @@
 import { existsSync } from "node:fs";
 import net from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { sampleJobs } from "../../src/cli/demo.js";
+import { sampleJobs } from "../../src/cli/demo/sample.js";
 import { DATABASE_URL, schemaName, type TestQueue, testQueue, until } from "../helpers.js";
 import { skipq, start } from "./run.js";
 
