@@ -11,13 +11,13 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import cliProgress from "cli-progress";
-import { type BulkItem, Skipq } from "../../core/client.js";
+import { Skipq } from "../../core/client.js";
 import { silentLogger } from "../../core/logger.js";
 import { demoStatements } from "../../db/sql/demo.js";
 import { EmbeddedPostgres } from "../../internal/embeddedPostgres.js";
 import type { Job, JobContext, Worker } from "../../worker/worker.js";
 import { CliError, describeTarget, EXIT_FAILURE } from "../errors.js";
-import { DEMO_MARK, ms, n, nextSteps, percentile, say, summary } from "./report.js";
+import { DEMO_MARK, n, nextSteps, say, summary } from "./report.js";
 import { type DemoOptions, QUEUES, type SamplePayload, sampleJobs, simulate } from "./sample.js";
 
 export type { DemoOptions } from "./sample.js";

@@ -15,7 +15,7 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { claimableQueues, claimUpdate, perQueue } from "./jobs.js";
+import { claimableQueues, claimOrder, claimUpdate, perQueue } from "./jobs.js";
 
 /** An SQL string literal, safe whatever `standard_conforming_strings` says. NUL is refused by the caller's validation. */
 export function literal(value: string): string {
@@ -192,7 +192,7 @@ export function limitedClaimText(p: LimitedClaimParams): string {
   trimmed AS (
     DELETE FROM ${S}.rate_starts s USING cfg c
      WHERE s.queue = c.queue AND (c.rlim IS NULL OR s.started_at <= (SELECT t FROM ts) - c.rwin * interval '1 millisecond'))
-SELECT * FROM claimed`;
+SELECT * FROM claimed ORDER BY ${claimOrder(aging)}`;
   return `${locks}\n${claim}`;
 }
 

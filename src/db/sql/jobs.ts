@@ -76,6 +76,18 @@ export function claimUpdate(
                  j.run_at, j.created_at, j.headers, j.concurrency_key, j.locked_at`;
 }
 
+/**
+ * The order a claim hands its jobs out in (the worker starts and prefetches them in this order): aged
+ * jobs first, oldest first, then priority, run_at, id — "aged" judged against the claim's own locked_at,
+ * the database clock the claim itself used. `aging`: the threshold as an SQL interval, or null. Sorted in
+ * the statement because an UPDATE's RETURNING keeps no order.
+ */
+export function claimOrder(aging: string | null): string {
+  if (aging === null) return "priority DESC, run_at, id";
+  const aged = `run_at <= locked_at - ${aging}`;
+  return `(${aged}) DESC, CASE WHEN ${aged} THEN 0 ELSE -priority END, run_at, id`;
+}
+
 /** job_history's columns, in the order `historyValues` lists them. */
 export const HISTORY_COLUMNS = `id, queue, kind, payload, idempotency_key, status, priority, attempts, max_attempts,
   run_at, locked_at, locked_by, last_error, error_fingerprint, headers, concurrency_key, created_at, finished_at`;
@@ -110,8 +122,9 @@ export function jobStatements(names: Schema) {
        * serves them, so this common path stays one index scan per queue.
        */
       jobClaimBatch: `WITH picked AS MATERIALIZED (
-         ${perQueue(jobs, claimableQueues(schema, "$1::text[]"), "$2", { order: "priority", lock: true })})
-       ${claimUpdate(jobs, "picked")}`,
+         ${perQueue(jobs, claimableQueues(schema, "$1::text[]"), "$2", { order: "priority", lock: true })}),
+       claimed AS (${claimUpdate(jobs, "picked")})
+       SELECT * FROM claimed ORDER BY ${claimOrder(null)}`,
 
       /**
        * jobClaimBatch with priority aging: jobs runnable for longer than $5 ms are
@@ -132,8 +145,9 @@ export function jobStatements(names: Schema) {
            where: "j.run_at > now() - $5::float8 * interval '1 millisecond'",
            lock: true,
          })}),
-       picked AS (SELECT id FROM aged UNION ALL SELECT id FROM fresh)
-       ${claimUpdate(jobs, "picked")}`,
+       picked AS (SELECT id FROM aged UNION ALL SELECT id FROM fresh),
+       claimed AS (${claimUpdate(jobs, "picked")})
+       SELECT * FROM claimed ORDER BY ${claimOrder("$5::float8 * interval '1 millisecond'")}`,
 
       /**
        * Record successes in one statement: each job whose lease still matches
