@@ -169,27 +169,32 @@ SELECT queue, idempotency_key, id, created_at,
        CASE WHEN status IN ('pending', 'running') THEN NULL ELSE COALESCE(completed_at, updated_at) END
   FROM jobs WHERE idempotency_key IS NOT NULL;
 
--- An insert whose (queue, idempotency_key) is taken inserts nothing, like
--- ON CONFLICT DO NOTHING: the key's row is the lock, so of concurrent
--- inserters of one key exactly one wins (the others wait for its commit). A
--- job coming back with its own key (an operator's retry) keeps it.
-CREATE FUNCTION skipq_job_key_take() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+-- Every keyed row that enters jobs holds its key. skipq's insert statements
+-- take the key first (a CTE inserting into job_keys, ON CONFLICT DO NOTHING:
+-- the key's row is the lock, so of concurrent enqueuers of one key exactly
+-- one wins) and insert only the rows whose key they got. A plain SQL insert
+-- takes it here: a taken key fails with 23505, as a unique index would. A job
+-- coming back with its own key (an operator's retry) keeps it. An AFTER
+-- trigger, not BEFORE: a BEFORE row trigger would make COPY (enqueueMany's
+-- `returning: false` path) give up multi-row inserts.
+CREATE FUNCTION skipq_job_key_hold() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
 BEGIN
+  IF EXISTS (SELECT 1 FROM job_keys WHERE queue = NEW.queue AND key = NEW.idempotency_key AND job_id = NEW.id) THEN
+    UPDATE job_keys SET finished_at = NULL
+     WHERE queue = NEW.queue AND key = NEW.idempotency_key AND job_id = NEW.id AND finished_at IS NOT NULL;
+    RETURN NULL;
+  END IF;
   INSERT INTO job_keys (queue, key, job_id) VALUES (NEW.queue, NEW.idempotency_key, NEW.id)
   ON CONFLICT (queue, key) DO NOTHING;
-  IF FOUND THEN
-    RETURN NEW;
-  END IF;
-  UPDATE job_keys SET finished_at = NULL
-   WHERE queue = NEW.queue AND key = NEW.idempotency_key AND job_id = NEW.id;
-  IF FOUND THEN
-    RETURN NEW;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'idempotency key % of queue % is taken by another job', NEW.idempotency_key, NEW.queue
+      USING ERRCODE = '23505', HINT = 'enqueue through skipq (a taken key returns the existing job), or check job_keys first';
   END IF;
   RETURN NULL;
 END
 $fn$;
-CREATE TRIGGER jobs_key_take BEFORE INSERT ON jobs FOR EACH ROW
-  WHEN (NEW.idempotency_key IS NOT NULL) EXECUTE FUNCTION skipq_job_key_take();
+CREATE TRIGGER jobs_key_hold AFTER INSERT ON jobs FOR EACH ROW
+  WHEN (NEW.idempotency_key IS NOT NULL) EXECUTE FUNCTION skipq_job_key_hold();
 
 -- A keyed live job left the table (finished, or cancelled): its key's
 -- retention clock starts now.

@@ -164,31 +164,11 @@ export class Enqueuer {
     for (let start = 0; start < rows.length; start += BULK_CHUNK) {
       const chunk = rows.slice(start, start + BULK_CHUNK);
       const inserted = await this.jobs.insertMany(db, chunk);
-      // Identity ids follow input order (ORDER BY i), so the n-th keyless input owns the n-th keyless id.
-      const keyless: string[] = [];
-      const byKey = new Map<string, string>();
-      inserted.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
-      for (const r of inserted) {
-        if (r.idempotency_key === null) keyless.push(r.id);
-        else byKey.set(`${r.queue}\u0000${r.idempotency_key}`, r.id);
-      }
-      let next = 0;
-      const claimedKeys = new Set<string>();
-      for (const r of chunk) {
-        if (r.key === null) {
-          results[r.i] = { id: keyless[next++] as string, created: true };
-          continue;
-        }
-        const composite = `${r.queue}\u0000${r.key}`;
-        const id = byKey.get(composite);
-        if (id !== undefined && !claimedKeys.has(composite)) {
-          claimedKeys.add(composite);
-          results[r.i] = { id, created: true };
-        } else if (id !== undefined) {
-          results[r.i] = { id, created: false };
-        } else {
-          results[r.i] = { id: (await this.jobs.findByKey(db, r.queue, r.key)) as string, created: false };
-        }
+      for (const [k, r] of chunk.entries()) {
+        const row = inserted[k] as { id: string; created: boolean };
+        results[r.i] = row.created
+          ? row
+          : { id: (await this.jobs.findByKey(db, r.queue, r.key as string)) as string, created: false };
       }
     }
     const queues = dueQueues(rows);

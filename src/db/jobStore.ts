@@ -161,19 +161,31 @@ export class JobStore {
     return rows[0] ? { id: rows[0].id, due: notify ? rows[0].notified !== null : rows[0].due } : null;
   }
 
-  /** Inserts up to 5,000 rows in one statement, in input order; rows whose key exists are left out of the result. */
-  async insertMany(
-    db: Queryable,
-    rows: readonly InsertRow[],
-  ): Promise<Array<{ id: string; queue: string; idempotency_key: string | null }>> {
+  /**
+   * Inserts up to 5,000 rows in one statement; returns, in input order, each row's id and whether it was
+   * inserted (false: its idempotency key was taken — by an earlier job, or an earlier row of `rows`).
+   */
+  async insertMany(db: Queryable, rows: readonly InsertRow[]): Promise<Array<{ id: string; created: boolean }>> {
     const json = `[${rows
       .map(
         (r) =>
           `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"},"ckey":${r.concurrencyKey === null ? "null" : JSON.stringify(r.concurrencyKey)}}`,
       )
       .join(",")}]`;
-    const { rows: inserted } = await this.store.query(this.sql.jobInsertMany, [json], db);
-    return inserted.map((r) => ({ id: r.id, queue: r.queue, idempotency_key: r.idempotency_key ?? null }));
+    if (rows.some((r) => r.key !== null)) {
+      const { rows: out } = await this.store.query<{ id: string; created: boolean }>(
+        this.sql.jobInsertManyKeyed,
+        [json],
+        db,
+      );
+      return out.map((r) => ({ id: r.id, created: r.created }));
+    }
+    // Without keys every row is inserted, and the identity hands out ids in input order.
+    const { rows: inserted } = await this.store.query<{ id: string }>(this.sql.jobInsertMany, [json], db);
+    return inserted
+      .map((r) => r.id)
+      .sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0))
+      .map((id) => ({ id, created: true }));
   }
 
   /** The job holding an idempotency key, if any. */

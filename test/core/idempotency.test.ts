@@ -1,8 +1,9 @@
 /**
  * Idempotency keys across the live table and history: of many concurrent
  * enqueuers of one key exactly one creates a job — while it is pending, after
- * it finished (its row moved to history, or is gone), and from plain SQL too —
- * until the key's retention ends, when exactly one new job is created.
+ * it finished (its row moved to history, or is gone), and from plain SQL too
+ * (where a taken key is a unique violation) — until the key's retention ends,
+ * when exactly one new job is created.
  */
 import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
@@ -72,23 +73,23 @@ test("50 concurrent enqueuers of one key get one job, before and after it finish
   expect(await jobsWithKey("order-7")).toHaveLength(1);
 });
 
-test("plain SQL inserts honour keys too: a taken key inserts nothing, as ON CONFLICT DO NOTHING would", async () => {
+test("plain SQL inserts honour keys too: a taken key fails with 23505, as a unique index would, and of 20 racers one wins", async () => {
   await clearJobs(t.db, t.schema);
   const { id } = await t.skipq.enqueue("charge", {}, { idempotencyKey: "sql-1" });
-  const sql = `INSERT INTO "${t.schema}".jobs (kind, idempotency_key) VALUES ('charge', 'sql-1') RETURNING id`;
-  expect((await t.db.query(sql)).rowCount).toBe(0);
+  const sql = (key: string) =>
+    `INSERT INTO "${t.schema}".jobs (kind, idempotency_key) VALUES ('charge', '${key}') RETURNING id`;
+  await expect(t.db.query(sql("sql-1"))).rejects.toMatchObject({ code: "23505" });
   const conns = await Promise.all(Array.from({ length: 20 }, () => new pg.Client({ connectionString: DATABASE_URL })));
   await Promise.all(conns.map((c) => c.connect()));
   try {
-    const inserted = await Promise.all(
-      conns.map((c) =>
-        c.query(`INSERT INTO "${t.schema}".jobs (kind, idempotency_key) VALUES ('charge', 'sql-2') RETURNING id`),
-      ),
-    );
-    expect(inserted.reduce((n, r) => n + (r.rowCount ?? 0), 0)).toBe(1);
+    const results = await Promise.allSettled(conns.map((c) => c.query(sql("sql-2"))));
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    for (const r of results) if (r.status === "rejected") expect((r.reason as { code?: string }).code).toBe("23505");
   } finally {
     await Promise.all(conns.map((c) => c.end()));
   }
   expect(await jobsWithKey("sql-1")).toEqual([id]);
   expect(await jobsWithKey("sql-2")).toHaveLength(1);
+  // The API still answers a taken key with the job that holds it.
+  expect(await t.skipq.enqueue("charge", {}, { idempotencyKey: "sql-2" })).toMatchObject({ created: false });
 });

@@ -108,8 +108,21 @@ export function jobStatements(names: Schema) {
   const history = `${schema}.job_history`;
   const keepCompleted = `(SELECT keep_completed FROM ${schema}.settings)`;
   const columns = "queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key";
-  const values =
-    "$1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb, $10";
+  // One job: its id is the key's (when $8, its key, was taken by this statement) or a new one; nothing is
+  // inserted when the key was taken before.
+  const insertOne = `INSERT INTO ${jobs} (id, ${columns}) OVERRIDING SYSTEM VALUE
+         SELECT COALESCE((SELECT job_id FROM k), nextval('${schema}.jobs_id_seq')), $1, $2, $3::jsonb, $4, $5,
+                COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb, $10
+          WHERE $8::text IS NULL OR EXISTS (SELECT 1 FROM k)
+         RETURNING id, queue, run_at`;
+  const recordset = `r(i int, queue text, kind text, payload jsonb, priority smallint, max_attempts int,
+                        run_at timestamptz, delay_ms float8, key text, headers jsonb, ckey text)`;
+  /** Takes idempotency key `key` of `queue` (SQL expressions) for a new id, unless it is taken: CTE `k`. */
+  const takeKey = (queue: string, key: string) => `k AS (
+         INSERT INTO ${schema}.job_keys (queue, key, job_id)
+         SELECT ${queue}, ${key}, nextval('${schema}.jobs_id_seq') WHERE ${key}::text IS NOT NULL
+         ON CONFLICT (queue, key) DO NOTHING
+         RETURNING job_id)`;
   return statements(
     names,
     { prepare: true },
@@ -205,12 +218,11 @@ export function jobStatements(names: Schema) {
        RETURNING j.id`,
 
       /**
-       * Insert one job ($1–$10 as jobInsertQuiet); no row back when its idempotency key is taken (the
-       * jobs_key_take trigger skips it). Notifies channel $11 on commit, queue name only.
+       * Insert one job ($1–$10 as jobInsertQuiet); no row back when its idempotency key is taken.
+       * Notifies channel $11 on commit, queue name only.
        */
-      jobInsert: `WITH ins AS (
-         INSERT INTO ${jobs} (${columns}) VALUES (${values})
-         RETURNING id, queue, run_at)
+      jobInsert: `WITH ${takeKey("$1", "$8")},
+       ins AS (${insertOne})
        SELECT id, CASE WHEN run_at <= now() THEN pg_notify($11, queue)::text END AS notified FROM ins`,
 
       /**
@@ -219,8 +231,9 @@ export function jobStatements(names: Schema) {
        * database-wide notify lock through its commit, WAL flush included, so single enqueues from many
        * producers would commit one at a time instead of sharing WAL flushes.
        */
-      jobInsertQuiet: `INSERT INTO ${jobs} (${columns}) VALUES (${values})
-       RETURNING id, run_at <= now() AS due`,
+      jobInsertQuiet: `WITH ${takeKey("$1", "$8")},
+       ins AS (${insertOne})
+       SELECT id, run_at <= now() AS due FROM ins`,
 
       /**
        * The notifier's wake-up for queues whose jobs already committed. Its own transaction commits
@@ -235,17 +248,38 @@ export function jobStatements(names: Schema) {
 
       /**
        * Insert many jobs from one JSON array (one parameter whatever the count, so
-       * never near the 65,535-parameter limit). ORDER BY i makes identity ids follow
-       * input order; rows whose idempotency key is taken (also by an earlier row of
-       * the same array) are skipped by the jobs_key_take trigger.
+       * never near the 65,535-parameter limit), none with an idempotency key: the
+       * identity hands out ids in input order (ORDER BY i).
        */
       jobInsertMany: `INSERT INTO ${jobs} (${columns})
        SELECT r.queue, r.kind, r.payload, r.priority, r.max_attempts,
-              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.key, r.headers, r.ckey
-         FROM jsonb_to_recordset($1::jsonb) AS r(i int, queue text, kind text, payload jsonb, priority smallint,
-              max_attempts int, run_at timestamptz, delay_ms float8, key text, headers jsonb, ckey text)
+              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), NULL, r.headers, r.ckey
+         FROM jsonb_to_recordset($1::jsonb) AS ${recordset}
         ORDER BY r.i
-       RETURNING id, queue, idempotency_key`,
+       RETURNING id`,
+
+      /**
+       * jobInsertMany for rows some of which carry idempotency keys: ids are drawn in input order first,
+       * keys taken (the first row of a key wins; a key taken by an earlier job is left alone), and only rows
+       * without a key or with a key they took are inserted. Returns every row's input position, its id and
+       * whether it was inserted (a row not inserted has a taken key: look up who holds it).
+       */
+      jobInsertManyKeyed: `WITH r AS MATERIALIZED (
+         SELECT r.*, nextval('${schema}.jobs_id_seq') AS id
+           FROM jsonb_to_recordset($1::jsonb) AS ${recordset}
+          ORDER BY r.i),
+       k AS (
+         INSERT INTO ${schema}.job_keys (queue, key, job_id)
+         SELECT queue, key, id FROM r WHERE key IS NOT NULL ORDER BY i
+         ON CONFLICT (queue, key) DO NOTHING
+         RETURNING job_id),
+       ins AS (
+         INSERT INTO ${jobs} (id, ${columns}) OVERRIDING SYSTEM VALUE
+         SELECT r.id, r.queue, r.kind, r.payload, r.priority, r.max_attempts,
+                COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.key, r.headers, r.ckey
+           FROM r WHERE r.key IS NULL OR r.id IN (SELECT job_id FROM k)
+         RETURNING id)
+       SELECT r.i, r.id, r.id IN (SELECT id FROM ins) AS created FROM r ORDER BY r.i`,
 
       /** Wake workers of these queues (on commit). ::text because some drivers (Prisma) cannot read a void column. */
       queueNotify: "SELECT pg_notify($1, q)::text FROM unnest($2::text[]) AS q",
