@@ -45,6 +45,14 @@ test("redactKeys hides secret-looking keys at any depth and leaves the input unt
   expect(payload.password).toBe("p");
 });
 
+test("redactKeys walks any depth without recursion: a secret 100,000 levels down is hidden", () => {
+  let payload: unknown = { apiKey: "k", keep: "v" };
+  for (let i = 0; i < 100_000; i++) payload = i % 2 ? { x: payload } : [payload];
+  let shown = redactKeys()(payload, { field: "payload", job: { id: "1", queue: "q", kind: "k" } });
+  for (let i = 0; i < 100_000; i++) shown = Array.isArray(shown) ? shown[0] : (shown as { x: unknown }).x;
+  expect(shown).toEqual({ apiKey: REDACTED, keep: "v" });
+});
+
 test("credentials come from options first, then the environment, and weak ones are refused", () => {
   expect(resolveCredentials(undefined, {})).toBeUndefined();
   expect(resolveCredentials(undefined, { SKIPQ_DASHBOARD_TOKEN: "t".repeat(20) })?.token).toBe("t".repeat(20));

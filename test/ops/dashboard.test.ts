@@ -151,6 +151,28 @@ test("payloads and errors are rendered escaped, and secret fields are redacted",
   expect(detail).not.toContain("sk-live-1");
 });
 
+test("a secret nested 66 levels deep is redacted on the job page", async () => {
+  let payload: unknown = { password: "deep-secret-66", note: "bottom" };
+  for (let i = 0; i < 65; i++) payload = { level: payload };
+  const id = await deadJob({ payload });
+  const page = await (await get(`/jobs/${id}`, { authorization: `Bearer ${TOKEN}` })).text();
+  expect(page).toContain("bottom");
+  expect(page).not.toContain("deep-secret-66");
+});
+
+test("a payload too deep to print (inserted by plain SQL) gets a page that says so, not a 500", async () => {
+  const depth = 6000;
+  const { rows } = await t.db.query(
+    `INSERT INTO "${t.schema}".jobs (kind, payload) VALUES ('deep', $1::jsonb) RETURNING id`,
+    [`${'{"a":'.repeat(depth)}{"token":"sk-deep"}${"}".repeat(depth)}`],
+  );
+  const res = await get(`/jobs/${rows[0].id}`, { authorization: `Bearer ${TOKEN}` });
+  expect(res.status).toBe(200);
+  const page = await res.text();
+  expect(page).toContain("nested too deeply to show");
+  expect(page).not.toContain("sk-deep");
+});
+
 test("the jobs list filters by queue, kind, status and error text, and pages with before", async () => {
   const queue = "listing";
   const ids: string[] = [];

@@ -255,8 +255,10 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       if (detail) {
         const job = await admin.getJob(detail[1] as string);
         if (!job) throw new HttpError(404, `job ${detail[1]} does not exist (it may have been pruned)`);
-        const text = JSON.stringify(redact(job.payload, { field: "payload", job }), null, 2) ?? "null";
-        const headers = job.headers ? JSON.stringify(redact(job.headers, { field: "headers", job }), null, 2) : null;
+        const text = shownJson(() => redact(job.payload, { field: "payload", job }), "payload", job.id);
+        const headers = job.headers
+          ? shownJson(() => redact(job.headers, { field: "headers", job }), "headers", job.id)
+          : null;
         const moving = job.status === "pending" || job.status === "running";
         return page(
           200,
@@ -457,6 +459,20 @@ function normaliseBase(basePath: string): string {
   if (!/^\/[A-Za-z0-9._~/-]*$/.test(basePath) || basePath.includes("//"))
     throw new ValidationError(`basePath ${JSON.stringify(basePath)} must be a path like "/skipq"`);
   return basePath.replace(/\/+$/, "");
+}
+
+/**
+ * A redacted value pretty-printed for the page. A payload inserted by plain SQL
+ * can nest deeper than JSON.stringify (or a recursive redactor) can go: that
+ * RangeError becomes a note on the page, never a 500 and never unredacted text.
+ */
+function shownJson(redacted: () => unknown, field: "payload" | "headers", id: string): string {
+  try {
+    return JSON.stringify(redacted(), null, 2) ?? "null";
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
+  }
 }
 
 function param(url: URL, name: string): string {
