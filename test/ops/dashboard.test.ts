@@ -173,6 +173,19 @@ test("a payload too deep to print (inserted by plain SQL) gets a page that says 
   expect(page).not.toContain("sk-deep");
 });
 
+test("jobs with run_at 'infinity' or past the JavaScript Date range are listed and shown, not a 500", async () => {
+  const { rows } = await t.db.query(
+    `INSERT INTO "${t.schema}".jobs (kind, queue, run_at) VALUES ('k', 'forever', 'infinity'), ('k', 'forever', '294276-12-31 00:00:00+00') RETURNING id`,
+  );
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  for (const path of ["/jobs", "/jobs?queue=forever", `/jobs/${rows[0].id}`, `/jobs/${rows[1].id}`, "/"]) {
+    const res = await get(path, auth);
+    expect(res.status, path).toBe(200);
+    const page = await res.text();
+    if (path.startsWith("/jobs")) expect(page, path).toMatch(/>infinity<|after \+275760-09-13/);
+  }
+});
+
 test("the jobs list filters by queue, kind, status and error text, and pages with before", async () => {
   const queue = "listing";
   const ids: string[] = [];
