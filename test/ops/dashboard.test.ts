@@ -97,9 +97,72 @@ test("a wrong token is refused; the right one signs in with an HttpOnly, SameSit
   expect((await get("/", { cookie: tampered })).status).toBe(401);
 });
 
-test("sign-in never redirects off the dashboard", async () => {
-  const res = await post("login", { token: TOKEN, next: "//evil.example/" });
-  expect(res.headers.get("location")).toBe("/");
+/** Targets a browser would follow off the dashboard (browsers drop TAB/CR/LF and read "\\" as "/"). */
+const OFF_SITE = [
+  "//evil.example/",
+  "/\t/evil.example/phish",
+  "/\n/evil.example/",
+  "/\r\n/evil.example/",
+  "/\\evil.example/",
+  "/\t\\evil.example/",
+  "\\\\evil.example/",
+  " //evil.example/",
+  "\t//evil.example/",
+  "/.//evil.example/",
+  "/jobs/..//evil.example/",
+  "https://evil.example/",
+  "http://127.0.0.1:1/",
+  "javascript:alert(1)",
+  "jobs",
+  "",
+];
+
+test("sign-in never redirects off the dashboard, whatever the encoding trick", async () => {
+  for (const next of OFF_SITE) {
+    const res = await post("login", { token: TOKEN, next });
+    expect(res.status, JSON.stringify(next)).toBe(303);
+    expect(res.headers.get("location"), JSON.stringify(next)).toBe("/");
+  }
+  const kept = await post("login", { token: TOKEN, next: "/jobs?queue=a&status=dead" });
+  expect(kept.headers.get("location")).toBe("/jobs?queue=a&status=dead");
+});
+
+test("a crafted /login?next= link never puts an off-site target into the sign-in form", async () => {
+  for (const next of OFF_SITE) {
+    const page = await (await get(`/login?next=${encodeURIComponent(next)}`)).text();
+    expect(/name="next" value="([^"]*)"/.exec(page)?.[1], JSON.stringify(next)).toBe("/");
+  }
+});
+
+test("an action's back field never redirects off the dashboard", async () => {
+  const { cookie, csrf } = await signIn();
+  for (const back of OFF_SITE) {
+    const res = await post("/queues/back-check/resume", { _csrf: csrf, back }, { cookie });
+    expect(res.status, JSON.stringify(back)).toBe(303);
+    expect(res.headers.get("location"), JSON.stringify(back)).toBe("/");
+  }
+});
+
+test("under a basePath, redirects stay under it", async () => {
+  const dashboard = createDashboard({ skipq: t.skipq, basePath: "/ops", auth: { token: TOKEN }, env: {} });
+  const server = http.createServer((req, res) => dashboard.handle(req, res));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const login = (next: string) =>
+    fetch(`${base}/ops/login`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: TOKEN, next }).toString(),
+      redirect: "manual",
+    });
+  try {
+    for (const next of ["/elsewhere", "/opsx/", "/ops/../elsewhere", "/ops/%2e%2e/elsewhere", ...OFF_SITE])
+      expect((await login(next)).headers.get("location"), JSON.stringify(next)).toBe("/ops/");
+    expect((await login("/ops/jobs")).headers.get("location")).toBe("/ops/jobs");
+  } finally {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  }
 });
 
 test("a POST without the session's CSRF token changes nothing; with it, the job is retried", async () => {

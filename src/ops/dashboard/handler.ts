@@ -98,6 +98,8 @@ const PAGE_SIZE = 50;
 const MAX_BODY = 16 * 1024;
 const MAX_PAYLOAD_CHARS = 100_000;
 const FLASH_COOKIE = "skipq_flash";
+/** The origin redirect targets are resolved against; never contacted, only compared. */
+const FIXED_ORIGIN = "http://dashboard.invalid";
 
 class HttpError extends Error {
   constructor(
@@ -168,11 +170,26 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   const redirect = (res: http.ServerResponse, location: string, cookies: string[] = []) =>
     send(res, 303, "see other\n", { location, ...(cookies.length ? { "set-cookie": cookies } : {}) });
 
-  /** A redirect target from a form: only a path inside the dashboard, never another host. */
+  /**
+   * A redirect target from a form or a link: only a path under the base path
+   * on this origin. The value is resolved the way a browser would (dropping
+   * TAB/CR/LF, reading "\\" as "/", resolving dot segments) against a fixed
+   * origin, and only the resolved, re-serialised path and query are used, so
+   * "/\t/evil.example" or "/.//evil.example" cannot become "//evil.example".
+   */
   const safeBack = (value: string | null | undefined): string => {
-    if (typeof value === "string" && value.startsWith(`${base}/`) && !value.startsWith("//") && !/[\\\r\n]/.test(value))
-      return value;
-    return `${base}/`;
+    const home = `${base}/`;
+    if (typeof value !== "string" || !value.startsWith("/") || value.length > 2048) return home;
+    let target: URL;
+    try {
+      target = new URL(value, `${FIXED_ORIGIN}${home}`);
+    } catch {
+      return home;
+    }
+    const path = target.pathname;
+    if (target.origin !== FIXED_ORIGIN || path.startsWith("//")) return home;
+    if (path !== base && !path.startsWith(home)) return home;
+    return `${path}${target.search}`;
   };
 
   const redactError = (text: string | null, job: { id: string; queue: string; kind: string }): string | null => {
@@ -367,7 +384,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const full = (req as { originalUrl?: string }).originalUrl ?? req.url ?? "/";
     let url: URL;
     try {
-      url = new URL(full, "http://dashboard.invalid");
+      url = new URL(full, FIXED_ORIGIN);
     } catch {
       send(res, 400, "bad request\n");
       return;
@@ -418,7 +435,11 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         return send(
           res,
           401,
-          signInPage(ctx, { token: auth.acceptsToken, password: auth.acceptsPassword, next: `${path}${url.search}` }),
+          signInPage(ctx, {
+            token: auth.acceptsToken,
+            password: auth.acceptsPassword,
+            next: safeBack(`${path}${url.search}`),
+          }),
           { "www-authenticate": 'Bearer realm="skipq"' },
         );
       }
