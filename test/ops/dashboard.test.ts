@@ -368,6 +368,99 @@ test("after 20 failed sign-ins in a minute, sign-in answers 429 even for the rig
   }
 });
 
+test("after sign-out the old session cookie reads no page and performs no action", async () => {
+  const id = await deadJob();
+  const { cookie, csrf } = await signIn();
+  expect((await get("/jobs", { cookie })).status).toBe(200);
+  const out = await post("/logout", { _csrf: csrf }, { cookie });
+  expect(out.status).toBe(303);
+  expect(out.headers.get("set-cookie")).toMatch(/^skipq_session=;.*Max-Age=0/);
+  expect((await get("/jobs", { cookie })).status).toBe(401);
+  expect((await get(`/jobs/${id}`, { cookie })).status).toBe(401);
+  expect((await post(`/jobs/${id}/retry`, { _csrf: csrf, back: "/" }, { cookie })).status).toBe(401);
+  expect(await status(id)).toBe("dead");
+});
+
+test("sessions live server-side: only a keyed hash of the cookie is stored, and sign-out deletes the row", async () => {
+  const count = async () =>
+    (await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".dashboard_sessions`)).rows[0].n as number;
+  const before = await count();
+  const { cookie, csrf } = await signIn();
+  expect(await count()).toBe(before + 1);
+  const value = decodeURIComponent(cookie.slice(cookie.indexOf("=") + 1));
+  const { rows } = await t.db.query(`SELECT id, principal FROM "${t.schema}".dashboard_sessions`);
+  expect(rows.some((r) => r.id.includes(value))).toBe(false);
+  expect(rows.map((r) => r.principal)).toContain("token");
+  await post("/logout", { _csrf: csrf }, { cookie });
+  expect(await count()).toBe(before);
+});
+
+test("signing in again rotates the session: the cookie presented with the sign-in stops working", async () => {
+  const first = await signIn();
+  const again = await post("login", { token: TOKEN, next: "/" }, { cookie: first.cookie });
+  expect(again.status).toBe(303);
+  const second = (again.headers.get("set-cookie") ?? "").split(";")[0] as string;
+  expect(second).not.toBe(first.cookie);
+  expect((await get("/", { cookie: second })).status).toBe(200);
+  expect((await get("/", { cookie: first.cookie })).status).toBe(401);
+});
+
+test("a session unused for longer than sessionIdleTimeout is refused, even before sessionTtl", async () => {
+  const idle = await startDashboard({
+    skipq: t.skipq,
+    port: 0,
+    auth: { token: TOKEN },
+    sessionTtl: "1h",
+    sessionIdleTimeout: 1,
+    env: {},
+  });
+  try {
+    const res = await fetch(new URL("login", idle.url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    expect(res.status).toBe(303);
+    const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
+    await until(
+      "the idle session is refused",
+      async () => (await fetch(idle.url, { headers: { cookie } })).status === 401,
+    );
+  } finally {
+    await idle.close();
+  }
+});
+
+test("with one sessionSecret, replicas share sessions: a sign-out on one ends the session on the other", async () => {
+  const secret = "replica-secret-0123456789abcdef0123456789";
+  const options = { skipq: t.skipq, port: 0, auth: { token: TOKEN }, sessionSecret: secret, env: {} };
+  const a = await startDashboard(options);
+  const b = await startDashboard(options);
+  try {
+    const res = await fetch(new URL("login", a.url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
+    const page = await (await fetch(b.url, { headers: { cookie } })).text();
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1] as string;
+    const out = await fetch(new URL("logout", b.url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", cookie },
+      body: new URLSearchParams({ _csrf: csrf }).toString(),
+      redirect: "manual",
+    });
+    expect(out.status).toBe(303);
+    expect((await fetch(a.url, { headers: { cookie } })).status).toBe(401);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
 test("an expired session cookie is refused", async () => {
   const short = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, sessionTtl: 1, env: {} });
   try {

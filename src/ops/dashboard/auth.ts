@@ -4,15 +4,18 @@
  * Credentials: a token and/or a user and password, from options or from
  * SKIPQ_DASHBOARD_TOKEN / SKIPQ_DASHBOARD_USER + SKIPQ_DASHBOARD_PASSWORD.
  * A request is signed in by a session cookie (set by the sign-in form:
- * HttpOnly, SameSite=Strict, HMAC-signed, expiring), by
+ * HttpOnly, SameSite=Strict, a random value whose keyed hash is a row of
+ * dashboard_sessions, so sign-out revokes it and an idle one expires), by
  * `Authorization: Bearer <token>` or by HTTP Basic. Comparisons are
  * constant-time over SHA-256 digests. A state-changing POST from a cookie or
  * Basic session (which browsers attach on their own) must carry a CSRF token
- * derived from that session. Secrets are never logged or rendered.
+ * derived from that session. Secrets are never logged, rendered or stored.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type http from "node:http";
-import { ValidationError } from "../../core/errors.js";
+import type pg from "pg";
+import { SkipqError, ValidationError } from "../../core/errors.js";
+import { dashboardStatements } from "../../db/sql/dashboard.js";
 
 export interface DashboardAuth {
   /** A bearer token, also accepted by the sign-in form. Default: `SKIPQ_DASHBOARD_TOKEN`. At least 16 characters. */
@@ -61,30 +64,44 @@ export function generateToken(): string {
 const digest = (text: string): Buffer => createHash("sha256").update(text).digest();
 const same = (a: string, b: string): boolean => timingSafeEqual(digest(a), digest(b));
 
-/** Who a request is: `kind` decides whether a CSRF token is needed; `id` binds the token. */
+/** Who a request is: `kind` decides whether a CSRF token is needed; `id` binds the token; `name` is logged. */
 export interface Principal {
   kind: "session" | "bearer" | "basic" | "open";
   id: string;
+  /** "token", "user:<name>" or "open": who signed in, for the logs. */
+  name: string;
 }
 
 export const SESSION_COOKIE = "skipq_session";
 
+export interface SessionOptions {
+  /** Absolute lifetime of a session, from sign-in. */
+  ttlMs: number;
+  /** A session unused this long is refused. */
+  idleMs: number;
+  /** Keys session hashes and CSRF tokens; the same on every replica and across restarts keeps sessions valid. Default: random per process. */
+  secret?: string | undefined;
+}
+
 export class Authenticator {
   private readonly key: Buffer;
+  private readonly sql: ReturnType<typeof dashboardStatements>;
   constructor(
     private readonly credentials: Credentials | undefined,
-    private readonly sessionTtlMs: number,
-    secret?: string,
+    private readonly pool: pg.Pool,
+    schemaSql: string,
+    private readonly sessions: SessionOptions,
   ) {
-    // Sessions are signed with a per-process secret mixed with the credentials,
-    // so changing the token or password signs everyone out.
-    this.key = createHmac("sha256", secret ?? randomBytes(32))
+    // The key mixes the secret with the credentials, so changing the token or
+    // password changes every session's hash and CSRF token: everyone is signed out.
+    this.key = createHmac("sha256", sessions.secret ?? randomBytes(32))
       .update(`${credentials?.token ?? ""}\u0000${credentials?.user ?? ""}\u0000${credentials?.password ?? ""}`)
       .digest();
+    this.sql = dashboardStatements(schemaSql);
   }
 
   get sessionTtlSeconds(): number {
-    return this.sessionTtlMs / 1000;
+    return this.sessions.ttlMs / 1000;
   }
 
   get enabled(): boolean {
@@ -100,21 +117,22 @@ export class Authenticator {
   }
 
   /** The principal behind a request, or undefined when it is not signed in. */
-  authenticate(req: http.IncomingMessage): Principal | undefined {
-    if (!this.credentials) return { kind: "open", id: "open" };
+  async authenticate(req: http.IncomingMessage): Promise<Principal | undefined> {
+    if (!this.credentials) return { kind: "open", id: "open", name: "open" };
     const header = req.headers.authorization;
     if (header?.startsWith("Bearer ") && this.checkToken(header.slice(7).trim()))
-      return { kind: "bearer", id: "bearer" };
+      return { kind: "bearer", id: "bearer", name: "token" };
     if (header?.startsWith("Basic ")) {
       const decoded = Buffer.from(header.slice(6).trim(), "base64").toString("utf8");
       const colon = decoded.indexOf(":");
       if (colon > 0 && this.checkPassword(decoded.slice(0, colon), decoded.slice(colon + 1)))
-        return { kind: "basic", id: `basic:${decoded.slice(0, colon)}` };
+        return { kind: "basic", id: `basic:${decoded.slice(0, colon)}`, name: `user:${decoded.slice(0, colon)}` };
     }
-    const cookie = parseCookies(req.headers.cookie)[SESSION_COOKIE];
-    const session = cookie === undefined ? undefined : this.verifySession(cookie);
-    if (session) return { kind: "session", id: `session:${session}` };
-    return undefined;
+    const id = this.sessionId(req);
+    if (id === undefined) return undefined;
+    const { rows } = await this.query(this.sql.sessionTouch, [id, this.sessions.idleMs]);
+    const name = rows[0]?.principal as string | undefined;
+    return name === undefined ? undefined : { kind: "session", id: `session:${id}`, name };
   }
 
   checkToken(token: string): boolean {
@@ -130,21 +148,28 @@ export class Authenticator {
     return userOk && passwordOk;
   }
 
-  /** A new signed session value: `expiry.nonce.signature`. */
-  newSession(): string {
-    const expires = Date.now() + this.sessionTtlMs;
-    const body = `${expires}.${randomBytes(16).toString("base64url")}`;
-    return `${body}.${this.sign(body)}`;
+  /**
+   * Starts a session for `name` ("token" or "user:<name>") and returns the
+   * cookie value: 256 random bits, of which the database keeps only a keyed
+   * hash. The session presented with the request, if any, is revoked in the
+   * same statement, so every sign-in rotates the session.
+   */
+  async startSession(req: http.IncomingMessage, name: string): Promise<string> {
+    const value = randomBytes(32).toString("base64url");
+    await this.query(this.sql.sessionCreate, [
+      this.hash(value),
+      name,
+      this.sessions.ttlMs,
+      this.sessionId(req) ?? null,
+      this.sessions.idleMs,
+    ]);
+    return value;
   }
 
-  /** The session's nonce when the value is authentic and unexpired. */
-  private verifySession(value: string): string | undefined {
-    const parts = value.split(".");
-    if (parts.length !== 3) return undefined;
-    const [expires, nonce, signature] = parts as [string, string, string];
-    if (!same(this.sign(`${expires}.${nonce}`), signature)) return undefined;
-    if (!/^\d+$/.test(expires) || Number(expires) < Date.now()) return undefined;
-    return nonce;
+  /** Revokes the request's session (sign-out); the cookie is worthless from then on, on every replica. */
+  async endSession(req: http.IncomingMessage): Promise<void> {
+    const id = this.sessionId(req);
+    if (id !== undefined) await this.query(this.sql.sessionRevoke, [id]);
   }
 
   /** The CSRF token for a principal: forms carry it, POSTs must echo it. */
@@ -158,8 +183,31 @@ export class Authenticator {
     return typeof token === "string" && same(token, this.csrfToken(principal));
   }
 
+  /** The stored id of the request's session cookie (its keyed hash), or undefined when it carries none. */
+  private sessionId(req: http.IncomingMessage): string | undefined {
+    const value = parseCookies(req.headers.cookie)[SESSION_COOKIE];
+    return value === undefined || value.length === 0 || value.length > 100 ? undefined : this.hash(value);
+  }
+
+  private hash(value: string): string {
+    return this.sign(`session\u0000${value}`);
+  }
+
   private sign(text: string): string {
     return createHmac("sha256", this.key).update(text).digest("base64url");
+  }
+
+  private async query(text: string, values: unknown[]): Promise<pg.QueryResult> {
+    try {
+      return await this.pool.query(text, values);
+    } catch (error) {
+      if ((error as { code?: string }).code === "42P01")
+        throw new SkipqError(
+          "SKIPQ_SCHEMA_NOT_MIGRATED",
+          "the dashboard keeps sessions in the dashboard_sessions table, which this schema lacks; run `skipq migrate` or call migrate() first",
+        );
+      throw error;
+    }
   }
 }
 

@@ -68,11 +68,18 @@ export interface DashboardOptions {
   health?: HealthOptions;
   /** Shown in the header and the page titles. Default "skipq". */
   title?: string;
-  /** How long a sign-in lasts. Default "12h". */
+  /** How long a sign-in lasts at most, from sign-in. Default "12h". */
   sessionTtl?: Duration;
+  /** A session not used for this long is refused (open pages that refresh themselves keep it alive). Default "1h". */
+  sessionIdleTimeout?: Duration;
   /** Mark cookies Secure even when the request did not arrive over TLS here (TLS ends at a proxy). Default false. */
   secureCookies?: boolean;
-  /** Secret that signs sessions, to keep them valid across restarts and replicas. Default: random per process. */
+  /**
+   * Keys session hashes and CSRF tokens. Give every replica the same one, and
+   * keep it across restarts, so sessions stay valid. At least 32 characters.
+   * Default: `SKIPQ_DASHBOARD_SESSION_SECRET`, else random per process (a
+   * restart signs everyone out).
+   */
   sessionSecret?: string;
   /** Where the environment credentials are read from. Default `process.env`. */
   env?: NodeJS.ProcessEnv;
@@ -119,6 +126,12 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     );
   }
   const base = normaliseBase(options.basePath ?? "");
+  const sessionSecret =
+    options.sessionSecret ?? ((options.env ?? process.env).SKIPQ_DASHBOARD_SESSION_SECRET || undefined);
+  if (sessionSecret !== undefined && (typeof sessionSecret !== "string" || sessionSecret.length < 32))
+    throw new ValidationError(
+      "the dashboard session secret (sessionSecret or SKIPQ_DASHBOARD_SESSION_SECRET) must be at least 32 characters; generate one with `openssl rand -hex 32`",
+    );
   const ownsClient = options.skipq === undefined;
   const skipq =
     options.skipq ??
@@ -132,11 +145,11 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   const admin = new Admin(skipq);
   const metrics = options.metrics === false ? undefined : (options.metrics ?? new SkipqMetrics({ skipq, logger }));
   const metricsAuth = options.metricsAuth ?? true;
-  const auth = new Authenticator(
-    credentials,
-    toMs("sessionTtl", options.sessionTtl ?? "12h", { allowZero: false }),
-    options.sessionSecret,
-  );
+  const auth = new Authenticator(credentials, skipq.pool, skipq.schemaSql, {
+    ttlMs: toMs("sessionTtl", options.sessionTtl ?? "12h", { allowZero: false }),
+    idleMs: toMs("sessionIdleTimeout", options.sessionIdleTimeout ?? "1h", { allowZero: false }),
+    secret: sessionSecret,
+  });
   const throttle = new SignInThrottle();
   const redact: Redactor = options.redact === false ? (v) => v : (options.redact ?? defaultRedactor);
   const title = options.title ?? "skipq";
@@ -309,7 +322,11 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const done = (text: string, kind: "ok" | "err" = "ok") =>
       redirect(res, back, [cookie(req, FLASH_COOKIE, `${kind}:${text}`, 30)]);
 
-    if (rel === "/logout") return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
+    if (rel === "/logout") {
+      await auth.endSession(req);
+      logger.info({ by: principal.name }, "skipq dashboard: signed out");
+      return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
+    }
     let m = /^\/jobs\/([1-9][0-9]{0,18})\/(retry|cancel)$/.exec(rel);
     if (m) {
       const [, id, verb] = m as unknown as [string, string, "retry" | "cancel"];
@@ -320,14 +337,14 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         if (error instanceof SkipqError) return done(error.message, "err");
         throw error;
       }
-      logger.info({ jobId: id, action: verb, by: principal.kind }, `skipq dashboard: job ${verb}`);
+      logger.info({ jobId: id, action: verb, by: principal.name }, `skipq dashboard: job ${verb}`);
       return done(verb === "retry" ? `Job ${id} is pending again.` : `Job ${id} was cancelled.`);
     }
     m = /^\/queues\/([^/]+)\/(pause|resume|retry-dead)$/.exec(rel);
     if (m) {
       const queue = decodeURIComponent(m[1] as string);
       if (!NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
-      logger.info({ queue, action: m[2], by: principal.kind }, `skipq dashboard: queue ${m[2]}`);
+      logger.info({ queue, action: m[2], by: principal.name }, `skipq dashboard: queue ${m[2]}`);
       if (m[2] === "pause") {
         await admin.pauseQueue(queue);
         return done(`Queue ${queue} is paused: running jobs finish, nothing new is claimed.`);
@@ -344,7 +361,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       const queue = form.get("queue") || undefined;
       const n = await admin.retryDeadByFingerprint(fingerprint, queue);
       logger.info(
-        { fingerprint, queue, action: "retry-dead", by: principal.kind },
+        { fingerprint, queue, action: "retry-dead", by: principal.name },
         "skipq dashboard: dead jobs retried",
       );
       return done(`${n} dead job(s) with fingerprint ${fingerprint} are pending again.`);
@@ -371,13 +388,20 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     if (throttle.blocked()) return show(429, "Too many failed sign-ins; wait a minute and try again.");
     const token = form.get("token");
     const user = form.get("user");
-    const ok = token ? auth.checkToken(token) : user ? auth.checkPassword(user, form.get("password") ?? "") : false;
-    if (!ok) {
+    const name = token
+      ? auth.checkToken(token)
+        ? "token"
+        : undefined
+      : user && auth.checkPassword(user, form.get("password") ?? "")
+        ? `user:${user}`
+        : undefined;
+    if (name === undefined) {
       throttle.fail();
       logger.warn({ remote: req.socket.remoteAddress }, "skipq dashboard: failed sign-in");
       return show(401, "Wrong credentials.");
     }
-    return redirect(res, next, [cookie(req, SESSION_COOKIE, auth.newSession(), Math.floor(auth.sessionTtlSeconds))]);
+    const session = await auth.startSession(req, name);
+    return redirect(res, next, [cookie(req, SESSION_COOKIE, session, Math.floor(auth.sessionTtlSeconds))]);
   }
 
   const handle: DashboardHandler = (req, res, next) => {
@@ -413,7 +437,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       }
       if (rel === "/login") {
         if (req.method === "POST") return signIn(req, res, ctx);
-        if (auth.authenticate(req)) return redirect(res, `${base}/`);
+        if (await auth.authenticate(req)) return redirect(res, `${base}/`);
         return send(
           res,
           401,
@@ -425,7 +449,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         );
       }
       if (rel === "/metrics" && metrics && !metricsAuth && req.method === "GET") return serveMetrics(res);
-      const principal = auth.authenticate(req);
+      const principal = await auth.authenticate(req);
       if (!principal) {
         const wantsPage = req.method === "GET" && rel !== "/metrics";
         if (!wantsPage)
@@ -461,8 +485,12 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             : 500;
       if (status === 500) logger.error({ err: error, path }, "skipq dashboard: request failed");
       const text = status === 500 ? "Something went wrong; the server log has the details." : (error as Error).message;
-      if (req.method === "GET" && auth.authenticate(req)) send(res, status, messagePage(ctx, `Error ${status}`, text));
-      else send(res, status, `${text}\n`);
+      const signedIn = req.method === "GET" ? auth.authenticate(req).catch(() => undefined) : undefined;
+      void Promise.resolve(signedIn).then((principal) => {
+        if (res.headersSent) return;
+        if (principal) send(res, status, messagePage(ctx, `Error ${status}`, text));
+        else send(res, status, `${text}\n`);
+      });
     });
   };
 
