@@ -349,22 +349,124 @@ test("/metrics needs credentials unless metricsAuth is false", async () => {
   }
 });
 
-test("after 20 failed sign-ins in a minute, sign-in answers 429 even for the right token", async () => {
-  const guarded = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {}, logger: quiet });
+/** One request from a chosen loopback address (127.0.0.x), so a test can play several clients. */
+function from(
+  localAddress: string,
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; form?: Record<string, string> } = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
+  return new Promise((resolve, reject) => {
+    const body = options.form ? new URLSearchParams(options.form).toString() : undefined;
+    const req = http.request(url, {
+      method: options.method ?? (body ? "POST" : "GET"),
+      localAddress,
+      agent: false,
+      headers: { ...(body ? { "content-type": "application/x-www-form-urlencoded" } : {}), ...options.headers },
+    });
+    req.on("error", reject);
+    req.on("response", (res) => {
+      res.resume();
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
+    });
+    req.end(body);
+  });
+}
+
+const basicAuth = (user: string, password: string) => ({
+  authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`,
+});
+
+/** A dashboard with its own throttle and a logger that keeps its warnings. */
+async function guardedDashboard() {
+  const warnings: Array<{ obj: Record<string, unknown>; msg: string }> = [];
+  const logger = {
+    ...quiet,
+    warn: (obj: Record<string, unknown>, msg: string) => warnings.push({ obj, msg }),
+  };
+  const dashboard = await startDashboard({
+    skipq: t.skipq,
+    port: 0,
+    auth: { token: TOKEN, user: "ops", password: "correct horse" },
+    env: {},
+    logger,
+  });
+  return { dashboard, warnings, url: (path = "") => new URL(path, dashboard.url).toString() };
+}
+
+test("wrong Basic passwords are throttled per client: 429 after 10 in a minute, even for the right password, and each failure is logged", async () => {
+  const g = await guardedDashboard();
   try {
-    const attempt = (token: string) =>
-      fetch(new URL("login", guarded.url), {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams({ token }).toString(),
-        redirect: "manual",
-      });
-    for (let i = 0; i < 20; i++) expect((await attempt(`wrong-token-${i}-0123456789`)).status).toBe(401);
-    expect((await attempt(TOKEN)).status).toBe(429);
-    // Bearer requests are not sign-ins and keep working.
-    expect((await fetch(guarded.url, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    const statuses: number[] = [];
+    for (let i = 0; i < 200; i++)
+      statuses.push((await from("127.0.0.1", g.url(), { headers: basicAuth("ops", `wrong-${i}`) })).status);
+    expect(statuses.slice(0, 10)).toEqual(Array(10).fill(401));
+    expect(statuses.slice(10)).toEqual(Array(190).fill(429));
+    const right = await from("127.0.0.1", g.url(), { headers: basicAuth("ops", "correct horse") });
+    expect(right.status).toBe(429);
+    expect(Number(right.headers["retry-after"])).toBeGreaterThan(0);
+    const failures = g.warnings.filter((w) => /failed credential check/.test(w.msg));
+    expect(failures).toHaveLength(10);
+    expect(failures[0]?.obj).toMatchObject({ client: "127.0.0.1", via: "basic", user: "ops" });
+    expect(g.warnings.filter((w) => /throttled/.test(w.msg))).toHaveLength(1);
+    expect(JSON.stringify(g.warnings)).not.toMatch(/wrong-|correct horse/);
   } finally {
-    await guarded.close();
+    await g.dashboard.close();
+  }
+});
+
+test("wrong Bearer tokens and wrong sign-in forms count against the same client", async () => {
+  const g = await guardedDashboard();
+  try {
+    for (let i = 0; i < 5; i++)
+      expect(
+        (await from("127.0.0.1", g.url(), { headers: { authorization: `Bearer wrong-token-${i}-0123456789` } })).status,
+      ).toBe(401);
+    for (let i = 0; i < 5; i++)
+      expect((await from("127.0.0.1", g.url("login"), { form: { user: "ops", password: `nope-${i}` } })).status).toBe(
+        401,
+      );
+    expect((await from("127.0.0.1", g.url(), { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(429);
+    expect((await from("127.0.0.1", g.url("login"), { form: { token: TOKEN } })).status).toBe(429);
+    const failures = g.warnings.filter((w) => /failed credential check/.test(w.msg));
+    expect(failures.map((w) => w.obj.via).sort()).toEqual([...Array(5).fill("bearer"), ...Array(5).fill("form")]);
+  } finally {
+    await g.dashboard.close();
+  }
+});
+
+test("a stranger guessing never locks the admin out: another client signs in while the stranger gets 429", async () => {
+  const g = await guardedDashboard();
+  try {
+    for (let i = 0; i < 50; i++) {
+      await from("127.0.0.1", g.url("login"), { form: { user: "ops", password: `guess-${i}` } });
+      await from("127.0.0.1", g.url("login"), { form: { token: `guess-token-${i}-0123456789` } });
+    }
+    expect((await from("127.0.0.1", g.url("login"), { form: { token: TOKEN } })).status).toBe(429);
+    expect((await from("127.0.0.2", g.url("login"), { form: { token: TOKEN } })).status).toBe(303);
+    expect((await from("127.0.0.2", g.url("login"), { form: { user: "ops", password: "correct horse" } })).status).toBe(
+      303,
+    );
+    expect((await from("127.0.0.2", g.url(), { headers: basicAuth("ops", "correct horse") })).status).toBe(200);
+  } finally {
+    await g.dashboard.close();
+  }
+});
+
+test("guessing one user name from many clients is throttled per user name, except for clients that signed in as it before", async () => {
+  const g = await guardedDashboard();
+  try {
+    // The admin's usual client signs in once.
+    expect((await from("127.0.0.9", g.url(), { headers: basicAuth("ops", "correct horse") })).status).toBe(200);
+    // Four strangers, 9 failures each (under the per-client limit), 36 failures against "ops" in all.
+    for (let c = 2; c <= 5; c++)
+      for (let i = 0; i < 9; i++) await from(`127.0.0.${c}`, g.url(), { headers: basicAuth("ops", `guess-${c}-${i}`) });
+    // A fresh client guessing "ops" is refused without a check; the other user names and the token are not.
+    expect((await from("127.0.0.6", g.url(), { headers: basicAuth("ops", "correct horse") })).status).toBe(429);
+    expect((await from("127.0.0.6", g.url(), { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    // The admin's known client is let through.
+    expect((await from("127.0.0.9", g.url(), { headers: basicAuth("ops", "correct horse") })).status).toBe(200);
+  } finally {
+    await g.dashboard.close();
   }
 });
 

@@ -14,19 +14,22 @@ import type http from "node:http";
 import { Skipq } from "../../core/client.js";
 import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger, type Logger } from "../../core/logger.js";
-import { type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
+import { assertInt, type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
 import { Admin, JOB_STATUSES, type JobStatus } from "../admin.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
 import {
   Authenticator,
+  CredentialThrottle,
+  clientAddress,
   type DashboardAuth,
   isLoopback,
   type Principal,
   parseCookies,
   resolveCredentials,
   SESSION_COOKIE,
-  SignInThrottle,
+  ThrottledError,
+  type ThrottleOptions,
 } from "./auth.js";
 import type { SafeHtml } from "./html.js";
 import { defaultRedactor, type Redactor } from "./redact.js";
@@ -81,6 +84,12 @@ export interface DashboardOptions {
    * restart signs everyone out).
    */
   sessionSecret?: string;
+  /**
+   * Limits on failed credential checks (form, Basic, Bearer): per client
+   * (default 10 a minute) and per user name across clients (default 30 a
+   * minute, never applied to a client that signed in as that name before).
+   */
+  signInThrottle?: ThrottleOptions;
   /** Where the environment credentials are read from. Default `process.env`. */
   env?: NodeJS.ProcessEnv;
   /** Default: the client's logger. */
@@ -145,12 +154,22 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   const admin = new Admin(skipq);
   const metrics = options.metrics === false ? undefined : (options.metrics ?? new SkipqMetrics({ skipq, logger }));
   const metricsAuth = options.metricsAuth ?? true;
-  const auth = new Authenticator(credentials, skipq.pool, skipq.schemaSql, {
-    ttlMs: toMs("sessionTtl", options.sessionTtl ?? "12h", { allowZero: false }),
-    idleMs: toMs("sessionIdleTimeout", options.sessionIdleTimeout ?? "1h", { allowZero: false }),
-    secret: sessionSecret,
+  const throttle = new CredentialThrottle({
+    perClient: assertInt("signInThrottle.perClient", options.signInThrottle?.perClient ?? 10, 1, 1_000_000),
+    perUser: assertInt("signInThrottle.perUser", options.signInThrottle?.perUser ?? 30, 1, 1_000_000),
+    windowMs: toMs("signInThrottle.window", options.signInThrottle?.window ?? "1m", { allowZero: false }),
   });
-  const throttle = new SignInThrottle();
+  const auth = new Authenticator(
+    credentials,
+    skipq.pool,
+    skipq.schemaSql,
+    {
+      ttlMs: toMs("sessionTtl", options.sessionTtl ?? "12h", { allowZero: false }),
+      idleMs: toMs("sessionIdleTimeout", options.sessionIdleTimeout ?? "1h", { allowZero: false }),
+      secret: sessionSecret,
+    },
+    { throttle, clientOf: (req) => clientAddress(req, false), logger },
+  );
   const redact: Redactor = options.redact === false ? (v) => v : (options.redact ?? defaultRedactor);
   const title = options.title ?? "skipq";
   const csp = `default-src 'none'; style-src 'sha256-${createHash("sha256").update(CSS).digest("base64")}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
@@ -385,21 +404,20 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const next = safeBack(form.get("next"));
     const show = (status: number, message: string) =>
       send(res, status, signInPage(ctx, { token: auth.acceptsToken, password: auth.acceptsPassword, next, message }));
-    if (throttle.blocked()) return show(429, "Too many failed sign-ins; wait a minute and try again.");
     const token = form.get("token");
-    const user = form.get("user");
-    const name = token
-      ? auth.checkToken(token)
-        ? "token"
-        : undefined
-      : user && auth.checkPassword(user, form.get("password") ?? "")
-        ? `user:${user}`
-        : undefined;
-    if (name === undefined) {
-      throttle.fail();
-      logger.warn({ remote: req.socket.remoteAddress }, "skipq dashboard: failed sign-in");
-      return show(401, "Wrong credentials.");
+    let name: string | undefined;
+    try {
+      name = auth.check(
+        req,
+        "form",
+        token ? { token } : { user: form.get("user") ?? "", password: form.get("password") ?? "" },
+      );
+    } catch (error) {
+      if (!(error instanceof ThrottledError)) throw error;
+      res.setHeader("retry-after", String(error.retryAfterSeconds));
+      return show(429, `Too many failed sign-ins from here; wait ${error.retryAfterSeconds} s and try again.`);
     }
+    if (name === undefined) return show(401, "Wrong credentials.");
     const session = await auth.startSession(req, name);
     return redirect(res, next, [cookie(req, SESSION_COOKIE, session, Math.floor(auth.sessionTtlSeconds))]);
   }
@@ -471,6 +489,10 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     })().catch((error: unknown) => {
       if (res.headersSent) {
         res.destroy();
+        return;
+      }
+      if (error instanceof ThrottledError) {
+        send(res, 429, `${error.message}\n`, { "retry-after": String(error.retryAfterSeconds) });
         return;
       }
       const status =
