@@ -470,6 +470,55 @@ test("guessing one user name from many clients is throttled per user name, excep
   }
 });
 
+test("behind a trusted proxy, failures count per forwarded client and Origin may match the forwarded host", async () => {
+  const proxied = await startDashboard({
+    skipq: t.skipq,
+    port: 0,
+    auth: { token: TOKEN },
+    trustProxy: true,
+    env: {},
+    logger: quiet,
+  });
+  const plain = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {}, logger: quiet });
+  const bearer = (url: string, token: string, client: string) =>
+    fetch(url, { headers: { authorization: `Bearer ${token}`, "x-forwarded-for": `198.51.100.1, ${client}` } });
+  try {
+    for (let i = 0; i < 10; i++) await bearer(proxied.url, `wrong-token-${i}-0123456789`, "203.0.113.5");
+    expect((await bearer(proxied.url, TOKEN, "203.0.113.5")).status).toBe(429);
+    expect((await bearer(proxied.url, TOKEN, "203.0.113.6")).status).toBe(200);
+    // Not trusted: the header is the client's word, and every request is the socket's address.
+    for (let i = 0; i < 10; i++) await bearer(plain.url, `wrong-token-${i}-0123456789`, "203.0.113.5");
+    expect((await bearer(plain.url, TOKEN, "203.0.113.6")).status).toBe(429);
+
+    const res = await fetch(new URL("login", proxied.url), {
+      method: "POST",
+      headers: {
+        "content-type": "application/x-www-form-urlencoded",
+        origin: "https://ops.example.com",
+        "x-forwarded-host": "ops.example.com",
+        "x-forwarded-for": "203.0.113.7",
+      },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    expect(res.status).toBe(303);
+    const refused = await fetch(new URL("login", plain.url), {
+      method: "POST",
+      headers: {
+        "content-type": "application/x-www-form-urlencoded",
+        origin: "https://ops.example.com",
+        "x-forwarded-host": "ops.example.com",
+      },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    expect(refused.status).toBe(403);
+  } finally {
+    await proxied.close();
+    await plain.close();
+  }
+});
+
 test("after sign-out the old session cookie reads no page and performs no action", async () => {
   const id = await deadJob();
   const { cookie, csrf } = await signIn();

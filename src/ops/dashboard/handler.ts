@@ -75,8 +75,18 @@ export interface DashboardOptions {
   sessionTtl?: Duration;
   /** A session not used for this long is refused (open pages that refresh themselves keep it alive). Default "1h". */
   sessionIdleTimeout?: Duration;
-  /** Mark cookies Secure even when the request did not arrive over TLS here (TLS ends at a proxy). Default false. */
+  /** Mark every cookie Secure, whatever the request says (TLS ends at a proxy in front). Default false. */
   secureCookies?: boolean;
+  /**
+   * The dashboard runs behind a reverse proxy that sets X-Forwarded-Proto,
+   * X-Forwarded-For and (optionally) X-Forwarded-Host. Then a request that
+   * reached the proxy over HTTPS gets Secure cookies, failed sign-ins are
+   * counted per the address the proxy saw, and a POST's Origin may match the
+   * forwarded host. Only set it when every request comes through that proxy:
+   * otherwise a client could claim any address. Of a comma-separated header,
+   * the last value (the one your proxy wrote) counts. Default false.
+   */
+  trustProxy?: boolean;
   /**
    * Keys session hashes and CSRF tokens. Give every replica the same one, and
    * keep it across restarts, so sessions stay valid. At least 32 characters.
@@ -135,6 +145,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     );
   }
   const base = normaliseBase(options.basePath ?? "");
+  const trustProxy = options.trustProxy === true;
   const sessionSecret =
     options.sessionSecret ?? ((options.env ?? process.env).SKIPQ_DASHBOARD_SESSION_SECRET || undefined);
   if (sessionSecret !== undefined && (typeof sessionSecret !== "string" || sessionSecret.length < 32))
@@ -168,7 +179,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       idleMs: toMs("sessionIdleTimeout", options.sessionIdleTimeout ?? "1h", { allowZero: false }),
       secret: sessionSecret,
     },
-    { throttle, clientOf: (req) => clientAddress(req, false), logger },
+    { throttle, clientOf: (req) => clientAddress(req, trustProxy), logger },
   );
   const redact: Redactor = options.redact === false ? (v) => v : (options.redact ?? defaultRedactor);
   const title = options.title ?? "skipq";
@@ -195,7 +206,11 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   };
 
   const cookie = (req: http.IncomingMessage, name: string, value: string, maxAgeSeconds: number) => {
-    const secure = options.secureCookies || (req.socket as { encrypted?: boolean }).encrypted ? "; Secure" : "";
+    const tls =
+      options.secureCookies === true ||
+      (req.socket as { encrypted?: boolean }).encrypted === true ||
+      (trustProxy && forwarded(req, "x-forwarded-proto")?.toLowerCase() === "https");
+    const secure = tls ? "; Secure" : "";
     return `${name}=${encodeURIComponent(value)}; Path=${base || "/"}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure}`;
   };
 
@@ -449,7 +464,9 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       }
       if (req.method === "POST") {
         const origin = req.headers.origin;
-        if (origin !== undefined && origin !== "null" && safeHost(origin) !== req.headers.host)
+        const host = safeHost(origin ?? "");
+        const hosts = [req.headers.host, trustProxy ? forwarded(req, "x-forwarded-host") : undefined];
+        if (origin !== undefined && origin !== "null" && (host === undefined || !hosts.includes(host)))
           throw new HttpError(403, "cross-origin POSTs are refused");
         if (origin === "null") throw new HttpError(403, "cross-origin POSTs are refused");
       }
@@ -550,6 +567,13 @@ function param(url: URL, name: string): string {
   const value = url.searchParams.get(name) ?? "";
   if (value.length > 200) throw new HttpError(400, `${name} is longer than 200 characters`);
   return value.trim();
+}
+
+/** The last value of a proxy header (the one the proxy in front wrote), trimmed; undefined when absent. */
+function forwarded(req: http.IncomingMessage, name: "x-forwarded-proto" | "x-forwarded-host"): string | undefined {
+  const value = req.headers[name];
+  const last = (Array.isArray(value) ? value.join(",") : (value ?? "")).split(",").at(-1)?.trim();
+  return last || undefined;
 }
 
 function safeHost(origin: string): string | undefined {
