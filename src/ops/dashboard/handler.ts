@@ -455,6 +455,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const rel = path.slice(base.length) || "/";
     const ctx: PageContext = { base, title, csrf: undefined, flash: undefined };
 
+    // Who the request turned out to be, once known: an error page is HTML only for a signed-in GET.
+    let signedIn: Principal | undefined;
     void (async () => {
       if (!auth.enabled && !isLoopback(req.socket.localAddress)) {
         throw new HttpError(
@@ -485,6 +487,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       }
       if (rel === "/metrics" && metrics && !metricsAuth && req.method === "GET") return serveMetrics(res);
       const principal = await auth.authenticate(req);
+      signedIn = principal;
       if (!principal) {
         const wantsPage = req.method === "GET" && rel !== "/metrics";
         if (!wantsPage)
@@ -524,12 +527,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             : 500;
       if (status === 500) logger.error({ err: error, path }, "skipq dashboard: request failed");
       const text = status === 500 ? "Something went wrong; the server log has the details." : (error as Error).message;
-      const signedIn = req.method === "GET" ? auth.authenticate(req).catch(() => undefined) : undefined;
-      void Promise.resolve(signedIn).then((principal) => {
-        if (res.headersSent) return;
-        if (principal) send(res, status, messagePage(ctx, `Error ${status}`, text));
-        else send(res, status, `${text}\n`);
-      });
+      if (req.method === "GET" && signedIn) send(res, status, messagePage(ctx, `Error ${status}`, text));
+      else send(res, status, `${text}\n`);
     });
   };
 
