@@ -19,6 +19,7 @@ import { type JobDefinition, validatePayload } from "./job.js";
 import type { Notifier } from "./notifier.js";
 import {
   assertDate,
+  assertIdempotencyKey,
   assertInt,
   assertKey,
   assertName,
@@ -209,18 +210,7 @@ export class Enqueuer {
     }
     const runAt = options.runAt === undefined ? null : assertDate("runAt", options.runAt).toISOString();
     const delayMs = options.delay === undefined ? 0 : toMs("delay", options.delay);
-    let key: string | null = null;
-    if (options.idempotencyKey !== undefined) {
-      if (
-        typeof options.idempotencyKey !== "string" ||
-        options.idempotencyKey.length === 0 ||
-        options.idempotencyKey.length > 512
-      ) {
-        throw new ValidationError("idempotencyKey must be a non-empty string of at most 512 characters");
-      }
-      key = options.idempotencyKey;
-      if (key.includes("\u0000")) throw new ValidationError("idempotencyKey must not contain NUL characters");
-    }
+    const key = options.idempotencyKey === undefined ? null : assertIdempotencyKey(options.idempotencyKey);
     const own = options.headers === undefined ? null : encodeHeaders(options.headers);
     // The enqueue span's trace context rides along so the execution span can link to it.
     const traced = withTraceContext(options.headers, traceHeaders);

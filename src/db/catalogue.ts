@@ -6,6 +6,7 @@
  */
 import type { Schema } from "./schema.js";
 import { adminStatements } from "./sql/admin.js";
+import { dashboardStatements } from "./sql/dashboard.js";
 import { flowStatements } from "./sql/flow.js";
 import { historyStatements } from "./sql/history.js";
 import { jobStatements } from "./sql/jobs.js";
@@ -32,6 +33,8 @@ function build(schema: Schema) {
     ops: opsStatements(schema),
     cron: schedulerStatements(schema),
     outbox: outboxStatements(schema),
+    /** Dashboard sessions. */
+    dashboard: dashboardStatements(schema),
     sagas: sagaStatements(schema),
     migrations: migrationStatements(schema),
   };

@@ -8,7 +8,17 @@ import pg from "pg";
 import type { ClaimedRow } from "../db/jobStore.js";
 import type { Job } from "./types.js";
 
-const parseTimestamptz = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ) as (text: string) => Date;
+const parsePg = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ) as (text: string) => Date | number;
+
+/**
+ * A timestamptz as a Date. PostgreSQL's 'infinity' and '-infinity' (possible from a plain-SQL enqueue)
+ * become the latest and earliest Dates JavaScript can hold, so `getTime()` always works.
+ */
+function parseTimestamptz(text: string): Date {
+  const value = parsePg(text);
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? new Date(8.64e15) : value;
+  return new Date(value > 0 ? 8.64e15 : -8.64e15);
+}
 
 export class ClaimedJob implements Job {
   readonly id: string;

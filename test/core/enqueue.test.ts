@@ -165,6 +165,19 @@ test("a notification carries the queue name only, and only on commit", async () 
   await listener.end();
 });
 
+/** `{ a: { a: … { a: 1 } } }`, `depth` objects deep. */
+function nested(depth: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < depth; i++) value = { a: value };
+  return value;
+}
+
+function nestedArray(depth: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
 describe("bad input throws a typed error and writes nothing", () => {
   const cases: Array<[string, () => Promise<unknown>, new (...args: never[]) => Error]> = [
     ["payload over the cap", () => t.skipq.enqueue("bad", { s: "x".repeat(1024 * 1024) }), PayloadTooLargeError],
@@ -196,6 +209,38 @@ describe("bad input throws a typed error and writes nothing", () => {
     ["an invalid runAt", () => t.skipq.enqueue("bad", {}, { runAt: new Date("nope") }), ValidationError],
     ["runAt in year 9999", () => t.skipq.enqueue("bad", {}, { runAt: new Date("9999-01-01") }), ValidationError],
     ["runAt and delay together", () => t.skipq.enqueue("bad", {}, { runAt: new Date(), delay: 5 }), ValidationError],
+    ["a payload nested 5,000 deep", () => t.skipq.enqueue("bad", nested(5000)), PayloadNotJsonError],
+    ["an array nested 100,000 deep", () => t.skipq.enqueue("bad", nestedArray(100_000)), PayloadNotJsonError],
+    [
+      "a payload nested 5,000 deep in a bulk batch",
+      () => t.skipq.enqueueMany([{ job: "bad", payload: nested(5000) }]),
+      PayloadNotJsonError,
+    ],
+    [
+      "an idempotency key with a lone surrogate",
+      () => t.skipq.enqueue("bad", {}, { idempotencyKey: "order-\uD800" }),
+      ValidationError,
+    ],
+    [
+      "an idempotency key with a lone low surrogate",
+      () => t.skipq.enqueue("bad", {}, { idempotencyKey: "\uDC00-order" }),
+      ValidationError,
+    ],
+    [
+      "a bulk idempotency key with a lone surrogate",
+      () => t.skipq.enqueueMany([{ job: "bad", payload: {}, idempotencyKey: "order-\uD801" }]),
+      ValidationError,
+    ],
+    [
+      "a concurrency key with a lone surrogate",
+      () => t.skipq.enqueue("bad", {}, { concurrencyKey: "tenant-\uDBFF" }),
+      ValidationError,
+    ],
+    [
+      "a bulk concurrency key with a lone surrogate",
+      () => t.skipq.enqueueMany([{ job: "bad", payload: {}, concurrencyKey: "tenant-\uD800" }]),
+      ValidationError,
+    ],
     [
       "one bad item in a bulk batch",
       () =>
@@ -231,6 +276,27 @@ test("a payload exactly at the cap is accepted and round-trips byte-identical; o
   const over = { s: `${"é".repeat(496)}x` };
   await expect(skipq.enqueue("cap", over)).rejects.toBeInstanceOf(PayloadTooLargeError);
   await skipq.close();
+});
+
+test("a payload nested 1,000 deep round-trips; one level deeper is refused by name", async () => {
+  const { id } = await t.skipq.enqueue("deep", nested(1000));
+  const { rows } = await t.db.query(`SELECT payload FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  expect(rows[0].payload).toEqual(nested(1000));
+  const error = await t.skipq.enqueue("deep", nested(1001)).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(PayloadNotJsonError);
+  expect((error as Error).message).toMatch(/nested deeper than 1000 levels/);
+});
+
+test("idempotency keys that differ only in lone surrogates never collide: both are refused", async () => {
+  const before = await count();
+  for (const key of ["order-\uD800", "order-\uDBFF"]) {
+    const error = await t.skipq.enqueue("surrogate", {}, { idempotencyKey: key }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as Error).message).toMatch(/idempotencyKey .*lone UTF-16 surrogate/);
+  }
+  expect(await count()).toBe(before);
+  // A well-formed pair (an emoji) is a valid key.
+  expect((await t.skipq.enqueue("surrogate", {}, { idempotencyKey: "order-\uD83D\uDE00" })).created).toBe(true);
 });
 
 test("a job defined with a Standard Schema validator rejects an invalid payload at enqueue", async () => {

@@ -57,7 +57,9 @@ export function adminStatements(names: Schema) {
                         count(*) FILTER (WHERE status = 'completed') AS completed,
                         count(*) FILTER (WHERE status = 'dead')      AS dead,
                         count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
-                        EXTRACT(EPOCH FROM now() - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= now())) AS oldest_pending_s
+                        -- GREATEST: a plain-SQL run_at of '-infinity' counts from the epoch (infinite timestamps cannot be subtracted).
+                        EXTRACT(EPOCH FROM now() - CASE WHEN count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) > 0
+                          THEN GREATEST(min(run_at) FILTER (WHERE status = 'pending' AND run_at <= now()), 'epoch') END) AS oldest_pending_s
                    FROM ${all} GROUP BY queue ORDER BY queue`,
       /** Dead or cancelled → pending now, with fresh attempts, same id. */
       jobRetry: restore(schema, "h.id = $1 AND h.status IN ('dead', 'cancelled')"),

@@ -42,7 +42,8 @@ export function opsStatements(names: Schema) {
       queueOverview: `WITH pending AS (
                       SELECT queue, count(*) FILTER (WHERE run_at <= now()) AS ready,
                              count(*) FILTER (WHERE run_at > now()) AS scheduled,
-                             EXTRACT(EPOCH FROM now() - min(run_at) FILTER (WHERE run_at <= now())) AS oldest_s
+                             EXTRACT(EPOCH FROM now() - CASE WHEN count(*) FILTER (WHERE run_at <= now()) > 0
+                               THEN GREATEST(min(run_at) FILTER (WHERE run_at <= now()), 'epoch') END) AS oldest_s
                         FROM ${jobs} WHERE status = 'pending' GROUP BY queue),
                     running AS (SELECT queue, count(*) AS n FROM ${jobs} WHERE status = 'running' GROUP BY queue),
                     dead AS (SELECT queue, count(*) AS n FROM ${schema}.job_history WHERE status = 'dead' GROUP BY queue),
