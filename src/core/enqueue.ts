@@ -120,10 +120,14 @@ export class Enqueuer {
         // One statement for all failed: retry each alone, so a failure reaches only its own caller.
       }
     }
+    // A lone enqueue (nothing else in flight: a quiet producer) carries its NOTIFY in its own statement,
+    // one round trip instead of two; under load the coalescing notifier sends one NOTIFY for many commits,
+    // so concurrent commits share WAL flushes instead of queueing on the notify lock.
+    const lone = batch.length === 1 && this.singlesInFlight === 1;
     await Promise.all(
       batch.map(async (b) => {
         try {
-          b.resolve(await this.insertOne(this.pool, b.row, false));
+          b.resolve(await this.insertOne(this.pool, b.row, lone));
         } catch (error) {
           b.reject(error);
         }
