@@ -88,18 +88,27 @@ export interface ChildHandle {
 const children = new Set<ChildProcess>();
 
 /** Starts a worker child; resolves once it logged "ready" (or at once with waitReady false). */
+export interface SpawnOptions {
+  /** Resolve once the worker logged "ready". Default true. */
+  waitReady?: boolean;
+  /** Extra node flags, e.g. --max-old-space-size (P10). */
+  nodeArgs?: string[];
+  /** Extra environment, e.g. LD_PRELOAD of libfaketime (T2–T5). */
+  env?: Record<string, string>;
+}
+
 export async function spawnWorker(
   q: ChaosQueue,
   config: Omit<ChildConfig, "url" | "schema" | "ledger"> & { url?: string },
-  { waitReady = true } = {},
+  { waitReady = true, nodeArgs = [], env = {} }: SpawnOptions = {},
 ): Promise<ChildHandle> {
   mkdirSync(q.ledgerDir, { recursive: true });
   const ledger = path.join(q.ledgerDir, `w-${Date.now()}-${Math.random().toString(36).slice(2, 8)}.jsonl`);
   const full: ChildConfig = { url: q.url, schema: q.schema, ledger, ...config };
   // stderr goes to a file beside the ledger: it outlives the child and the test, for post-mortems.
   const errFile = `${ledger}.stderr`;
-  const proc = spawn(process.execPath, ["--import", "tsx", path.join(here, "worker-child.ts")], {
-    env: { ...process.env, CHAOS_CONFIG: JSON.stringify(full) },
+  const proc = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(here, "worker-child.ts")], {
+    env: { ...process.env, ...env, CHAOS_CONFIG: JSON.stringify(full) },
     stdio: ["ignore", "ignore", openSync(errFile, "a")],
   });
   children.add(proc);

@@ -43,6 +43,15 @@ export interface ChildConfig {
   effects?: boolean;
   /** Cap on every handler's duration, ms (a replacement worker need not sit out a 120 s job). */
   maxMs?: number;
+  /** P9: every handler first blocks the event loop this long (a synchronous CPU loop). */
+  blockMs?: number;
+  /** P10: the handler started after this many others allocates until the heap limit kills the process. */
+  oomAfterStarts?: number;
+  /**
+   * The wall-clock skew libfaketime gives this process, ms: removed from the ledger's timestamps so
+   * they stay comparable with the other processes' (the skewed clock is still logged at "ready").
+   */
+  fakeClockOffsetMs?: number;
 }
 
 export interface LedgerEntry {
@@ -58,6 +67,8 @@ export interface LedgerEntry {
   point?: string;
   n?: number;
   stats?: Record<string, number>;
+  /** Database errors the worker survived so far, by context (claim, heartbeat, outcome, start). */
+  warnings?: Record<string, number>;
   /** The child's own (possibly skewed) Date.now() at "ready". */
   clock?: number;
 }
