@@ -21,7 +21,11 @@ import { type ChildConfig, type LedgerEntry, readLedger } from "./ledger.js";
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const RESULTS_DIR = path.join(here, ".results");
 
-/** The configuration the figures are measured with (short, so recovery tests are fast). */
+/**
+ * The configuration the figures are measured with (short, so recovery tests are fast). The leader
+ * lease is scaled with the job lease (production defaults: 30 s leases, a 15 s leader lease): only
+ * the leader reaps, so a killed leader delays every reclaim by up to its leader lease.
+ */
 export const CHAOS_WORKER = {
   lockTimeout: "2s",
   heartbeatInterval: "500ms",
@@ -29,6 +33,7 @@ export const CHAOS_WORKER = {
   pollInterval: "200ms",
   shutdownTimeout: "10s",
   abortGrace: "1s",
+  maintenance: { leaderLease: "2s" },
 } as const;
 
 /**

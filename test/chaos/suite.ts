@@ -9,7 +9,7 @@ import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import { type ChaosQueue, chaosQueue, killAllChildren, startServer } from "./harness.js";
 
 /** The lease settings of CHAOS_WORKER, as printed with every result row. */
-export const CHAOS_CONFIG = "lease 2s, heartbeat 0.5s, reaper 0.2s, poll 0.2s";
+export const CHAOS_CONFIG = "lease 2s, heartbeat 0.5s, reaper 0.2s, poll 0.2s, leader lease 2s";
 
 export interface ChaosSuite {
   /** This file's PostgreSQL, started before its first test. */
