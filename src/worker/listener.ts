@@ -4,8 +4,11 @@
  *
  * It is an optimisation, never a dependency: polling goes on regardless, and a
  * lost connection (terminated backend, restarted server, network) is
- * reconnected with capped exponential backoff. Notifications carry the queue
- * name only.
+ * reconnected with capped exponential backoff. A connection that goes silent
+ * without an error (half-open: a NAT or firewall dropped the flow, no FIN or
+ * RST ever arrives) is found by a ping every `pingIntervalMs` that must answer
+ * within `pingTimeoutMs`; TCP keepalive alone takes the OS default of hours.
+ * Notifications carry the queue name only.
  */
 import pg from "pg";
 import type { Logger } from "../core/logger.js";
@@ -18,6 +21,10 @@ export interface ListenerOptions {
   logger: Logger;
   /** Longest wait between reconnect attempts, ms. Default 5000. */
   maxBackoffMs?: number;
+  /** Time between pings of an idle connection, ms. Default 5000. */
+  pingIntervalMs?: number;
+  /** A ping (or the LISTEN at connect) not answered within this is a lost connection, ms. Default 5000. */
+  pingTimeoutMs?: number;
 }
 
 export class Listener {
@@ -28,6 +35,7 @@ export class Listener {
   private running = false;
   private failures = 0;
   private retryTimer: NodeJS.Timeout | undefined;
+  private pingTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ListenerOptions) {}
 
@@ -42,6 +50,7 @@ export class Listener {
   async stop(): Promise<void> {
     this.running = false;
     clearTimeout(this.retryTimer);
+    clearInterval(this.pingTimer);
     const client = this.client;
     this.client = undefined;
     this.setConnected(false);
@@ -55,6 +64,9 @@ export class Listener {
       keepAlive: true,
       application_name: "skipq:listener",
       connectionTimeoutMillis: 10_000,
+      // A read timeout on every statement (LISTEN, the pings): without one, a half-open connection
+      // leaves a query waiting forever.
+      query_timeout: this.options.pingTimeoutMs ?? 5000,
     });
     client.on("notification", (message) => {
       if (message.payload) this.options.onNotify(message.payload);
@@ -62,6 +74,7 @@ export class Listener {
     const lost = (error?: Error) => {
       if (this.client !== client) return;
       this.client = undefined;
+      clearInterval(this.pingTimer);
       this.setConnected(false);
       client.end().catch(() => undefined);
       if (this.running) {
@@ -86,6 +99,11 @@ export class Listener {
       }
       this.failures = 0;
       this.setConnected(true);
+      clearInterval(this.pingTimer);
+      this.pingTimer = setInterval(() => {
+        client.query("SELECT 1").catch((error: Error) => lost(error));
+      }, this.options.pingIntervalMs ?? 5000);
+      this.pingTimer.unref();
     } catch (error) {
       lost(error as Error);
     }

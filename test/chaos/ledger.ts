@@ -55,7 +55,20 @@ export interface ChildConfig {
 }
 
 export interface LedgerEntry {
-  e: "tick" | "starting" | "ready" | "start" | "end" | "outcome" | "stale" | "kill" | "signal" | "stopped" | "claimed";
+  e:
+    | "tick"
+    | "starting"
+    | "ready"
+    | "start"
+    | "end"
+    | "outcome"
+    | "stale"
+    | "kill"
+    | "signal"
+    | "stopped"
+    | "claimed"
+    | "reaped"
+    | "listener";
   pid: number;
   t: number;
   id?: string;

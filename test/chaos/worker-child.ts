@@ -158,6 +158,8 @@ worker.register("chaos", async (raw, ctx) => {
 worker.on("jobEnd", (job, outcome) => log({ e: "outcome", id: job.id, lease: job.lease, outcome }));
 worker.on("staleOutcome", (ids) => log({ e: "stale", ids }));
 worker.on("claimed", (jobs) => log({ e: "claimed", n: jobs.length }));
+worker.on("reaped", (jobs) => log({ e: "reaped", ids: jobs.map((j) => j.id) }));
+worker.on("listener", (connected) => log({ e: "listener", ok: connected }));
 // Database errors the worker survived, by where they happened (claim, heartbeat, outcome, start), for the ticks.
 const warnings: Record<string, number> = {};
 worker.on("warning", (_error, context) => {
