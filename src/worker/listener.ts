@@ -8,6 +8,8 @@
  * without an error (half-open: a NAT or firewall dropped the flow, no FIN or
  * RST ever arrives) is found by a ping every `pingIntervalMs` that must answer
  * within `pingTimeoutMs`; TCP keepalive alone takes the OS default of hours.
+ * The ping also reconnects from a server that turned read-only (a primary
+ * demoted by a failover), where no enqueue can commit, so no NOTIFY can come.
  * Notifications carry the queue name only.
  */
 import pg from "pg";
@@ -26,6 +28,9 @@ export interface ListenerOptions {
   /** A ping (or the LISTEN at connect) not answered within this is a lost connection, ms. Default 5000. */
   pingTimeoutMs?: number;
 }
+
+/** The ping: answers at all (the connection is not half-open), and whether the server can still take writes. */
+const READ_ONLY_PING = "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS read_only";
 
 export class Listener {
   /** The server process id of the LISTEN connection, while connected (tests terminate it). */
@@ -101,7 +106,13 @@ export class Listener {
       this.setConnected(true);
       clearInterval(this.pingTimer);
       this.pingTimer = setInterval(() => {
-        client.query("SELECT 1").catch((error: Error) => lost(error));
+        client.query(READ_ONLY_PING).then(
+          ({ rows }) => {
+            // A demoted primary (after a failover) answers but will never carry a NOTIFY again.
+            if (rows[0]?.read_only) lost(new Error("the server is read-only (demoted or a standby); reconnecting"));
+          },
+          (error: Error) => lost(error),
+        );
       }, this.options.pingIntervalMs ?? 5000);
       this.pingTimer.unref();
     } catch (error) {

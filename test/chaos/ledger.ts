@@ -156,11 +156,15 @@ export async function reconcile(
   const killedPids = new Map<number, number>();
   const stoppedPids = new Set<number>();
   for (const f of faults) if (f.pid !== undefined) killedPids.set(f.pid, f.t);
+  // A failover with asynchronous replication: outcomes the old primary acknowledged may be missing on the new one.
+  const failoverAt = faults.find((f) => f.what === "failover")?.t;
   for (const entry of entries) {
     if (entry.e === "stopped") stoppedPids.add(entry.pid);
     if (entry.e === "kill") killedPids.set(entry.pid, entry.t);
-    // A lease is the claiming transaction's id, shared by a batch: (job, lease) names one execution.
-    const key = `${entry.id}:${entry.lease}`;
+    // A lease is the claiming transaction's id, shared by a batch: (job, lease) names one execution in
+    // one process. The pid too: after a failover with a lost tail the new primary hands out the same
+    // transaction ids again, so two processes can hold one job under one lease (D7).
+    const key = `${entry.id}:${entry.lease}:${entry.pid}`;
     if (entry.e === "start" && entry.lease && entry.id) {
       executions.set(key, {
         id: entry.id,
@@ -225,7 +229,8 @@ export async function reconcile(
       if (run.outcome === "retry" || run.outcome === "snoozed") {
         policyRetries++;
         continue;
-      } else if (run.stale) reason = "stale_outcome_rejected";
+      } else if (next.lease === run.lease) reason = "lease_token_reused";
+      else if (run.stale) reason = "stale_outcome_rejected";
       // A handler still running when its worker stopped gracefully: the hard stop released its job.
       else if (run.outcome === "released" || (stoppedPids.has(run.pid) && run.outcome === undefined))
         reason = "released_at_shutdown";
@@ -233,6 +238,8 @@ export async function reconcile(
       else if (killedPids.has(run.pid) && run.end === undefined) reason = "lease_expired:killed_mid_handler";
       // Ended (its outcome maybe buffered for the next batched write) but killed before the write committed.
       else if (killedPids.has(run.pid)) reason = "lease_expired:killed_before_outcome";
+      else if (failoverAt !== undefined && run.outcome === "completed" && run.start < failoverAt)
+        reason = "failover:outcome_lost_with_async_tail";
       else if (run.outcome === "completed") reason = "lease_expired:outcome_write_failed";
       else reason = "unexplained";
       duplicatesByReason[reason] = (duplicatesByReason[reason] ?? 0) + 1;
