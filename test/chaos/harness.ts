@@ -43,8 +43,11 @@ export const CHAOS_WORKER = {
  */
 export const SLACK_MS = Number(process.env.CHAOS_SLACK_MS ?? 5000);
 
-export async function startServer(settings: Record<string, string> = {}): Promise<EmbeddedPostgres> {
-  const server = new EmbeddedPostgres({ settings: { fsync: "off", synchronous_commit: "off", ...settings } });
+export async function startServer(
+  settings: Record<string, string> = {},
+  env: Record<string, string> = {},
+): Promise<EmbeddedPostgres> {
+  const server = new EmbeddedPostgres({ settings: { fsync: "off", synchronous_commit: "off", ...settings }, env });
   await server.start();
   return server;
 }

@@ -20,12 +20,13 @@ export interface ChaosSuite {
   readonly workers: Worker[];
 }
 
-export function chaosSuite(): ChaosSuite {
+/** `env`: extra environment for this file's PostgreSQL server (T4 preloads libfaketime into it). */
+export function chaosSuite(options: { env?: Record<string, string> } = {}): ChaosSuite {
   let server: EmbeddedPostgres | undefined;
   const queues: ChaosQueue[] = [];
   const workers: Worker[] = [];
   beforeAll(async () => {
-    server = await startServer();
+    server = await startServer({}, options.env);
   });
   afterEach(async () => {
     await killAllChildren();
