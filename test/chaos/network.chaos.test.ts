@@ -141,7 +141,7 @@ describe("network faults", () => {
   it("D8: a worker partitioned from the database for 2 leases while its handlers run loses both jobs to another worker, and nothing it sends after the heal is accepted", async () => {
     const q = await queue("d8");
     // Job 1 outlives the partition (aborted when the heal shows its lease lost); job 2 ends during it (its outcome waits in the partition).
-    await enqueueChaos(q, 1, { ms: 8000 });
+    await enqueueChaos(q, 1, { ms: 60_000 });
     await enqueueChaos(q, 1, { ms: 2500, ignoreAbort: true });
     const p = await proxy();
     const victim = await spawnWorker(q, { url: p.url(q.url), worker: { ...CHAOS_WORKER, concurrency: 2 } });
@@ -149,17 +149,18 @@ describe("network faults", () => {
       "both jobs running on the victim",
       () => ledgerOf(q, victim.pid).filter((e) => e.e === "start").length === 2,
     );
-    const rescuer = await spawnWorker(q, { worker: { ...CHAOS_WORKER, concurrency: 2 }, maxMs: 200 });
     // TCP holds what is sent during a partition and delivers it when the partition heals (retransmission):
     // the proxy holds every byte, in both directions, for 2 leases (4 s), then delivers it in order.
     p.partition();
     const partitionedAt = Date.now();
+    // The other worker reaches the database directly; started now, so job 2 still ends inside the partition.
+    const rescuer = await spawnWorker(q, { worker: { ...CHAOS_WORKER, concurrency: 2 }, maxMs: 200 });
+    // The partition lasts 2 leases, and until the rescuer has completed both jobs (a loaded machine may be slower).
     await until(
       "the rescuer completed both jobs",
       () => ledgerOf(q, rescuer.pid).filter((e) => e.e === "outcome").length === 2,
     );
-    const rescuedAt = Date.now();
-    expect(rescuedAt - partitionedAt).toBeLessThan(4000); // within the partition
+    const rescuedMs = Date.now() - partitionedAt;
     await until("2 leases", () => Date.now() - partitionedAt >= 4000, 10_000, 50);
     p.heal();
     const healedAt = Date.now();
@@ -184,24 +185,24 @@ describe("network faults", () => {
     recordResult({
       row: "D8",
       title:
-        "Partition of one worker for 2 leases (4 s, traffic held and delivered on heal) while its 2 handlers run; another worker is up",
+        "Partition of one worker for at least 2 leases (4 s, traffic held and delivered on heal) while its 2 handlers run; another worker takes both jobs over",
       config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.duplicates,
       duplicatesByReason: r.duplicatesByReason,
       staleRejected: r.staleOutcomesRejected,
       recoveryMs: recovery,
-      other: `outcomes accepted from the partitioned worker: ${stats?.completed}; handler aborted ${(aborted?.t ?? 0) - healedAt} ms after the heal (its first heartbeat answer); during the partition heartbeats neither succeed nor fail (no read timeout), so the handler is not aborted until the heal`,
+      other: `partition ${healedAt - partitionedAt} ms (the rescuer completed both jobs ${rescuedMs} ms in); outcomes accepted from the partitioned worker: ${stats?.completed}; handler aborted ${(aborted?.t ?? 0) - healedAt} ms after the heal (its first heartbeat answer); during the partition heartbeats neither succeed nor fail (no read timeout), so the handler is not aborted until the heal`,
     });
   });
 
   it("D9: with 500 ms of latency each way no job runs twice and no lease lapses, because the lease outlasts heartbeat interval plus round trip", async () => {
     const q = await queue("d9");
     const p = await proxy();
-    // Lease 3 s = 3 round trips; heartbeat every 1 s = 1 round trip: a renewal lands 0.5 s after it is sent,
-    // so leases keep 1.5 s of margin, and one lost renewal cycle would let them lapse. A judge process
-    // on a direct connection runs the reaper and claims nothing, so a lapse would be seen at once.
-    const worker = { ...CHAOS_WORKER, lockTimeout: "3s", heartbeatInterval: "1s", concurrency: 6, maintenance: false };
+    // Lease 4 s = 4 round trips; heartbeat every 1 s = 1 round trip: a renewal lands 0.5 s after it is sent,
+    // so a lease keeps 2.5 s of margin, and two lost renewal cycles would let it lapse. A judge process on a
+    // direct connection runs the reaper and claims nothing, so a lapse would be seen at once.
+    const worker = { ...CHAOS_WORKER, lockTimeout: "4s", heartbeatInterval: "1s", concurrency: 6, maintenance: false };
     const w = await spawnWorker(q, { url: p.url(q.url), worker });
     const judge = await spawnWorker(q, { worker: { ...CHAOS_WORKER, queues: ["judge"], concurrency: 1 } });
     const drain = async (n: number): Promise<number> => {
@@ -231,7 +232,7 @@ describe("network faults", () => {
     recordResult({
       row: "D9",
       title: "500 ms latency each way (proxy): 100 instant jobs, then 6 jobs of 5 s (longer than the lease)",
-      config: "lease 3s, heartbeat 1s (RTT 1 s), poll 0.2s; reaper in a judge process on a direct connection",
+      config: "lease 4s, heartbeat 1s (RTT 1 s), poll 0.2s; reaper in a judge process on a direct connection",
       lost: r.lost,
       duplicates: r.duplicates,
       staleRejected: r.staleOutcomesRejected,

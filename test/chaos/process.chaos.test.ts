@@ -327,7 +327,8 @@ describe("process faults", () => {
   it("P9: a worker whose event loop is blocked longer than the lease loses the job to another worker, and its late outcome is fenced out", async () => {
     const q = await queue("p9");
     await enqueueChaos(q, 1, { ms: 0 });
-    const blockMs = 3 * 2000; // three leases
+    // Four leases: long enough for a rescuer process to start and take over the maintenance lease on a loaded machine.
+    const blockMs = 4 * 2000;
     const victim = await spawnWorker(q, { worker: { ...CHAOS_WORKER, concurrency: 1 }, blockMs });
     const blockedAt = (
       await until("the victim started the job", () => ledgerOf(q, victim.pid).find((e) => e.e === "start"))
