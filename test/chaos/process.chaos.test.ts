@@ -360,8 +360,7 @@ describe("process faults", () => {
     expect(recovery).toBeLessThan(2000 + 200 + 200 + SLACK_MS);
     recordResult({
       row: "P9",
-      title:
-        "A handler blocks its worker's event loop for 6 s (3 leases) with a synchronous loop; a second worker is running",
+      title: `A handler blocks its worker's event loop for ${blockMs / 1000} s (${blockMs / 2000} leases) with a synchronous loop; a second worker is running`,
       config: CHAOS_CONFIG,
       lost: r.lost,
       duplicates: r.duplicates,
