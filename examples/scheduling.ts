@@ -52,10 +52,12 @@ await started;
 await admin.cancelJob(id);
 console.log(`cancel: job ${(await admin.getJob(id))?.status}, handler outcome ${await ended}`);
 
-// 3. Retention: delete finished jobs in small batches (run pruner.start() in one or more processes).
+// 3. Retention: every worker's maintainer applies it when it is the leader (options under
+// `maintenance.retention`); here one pass by hand. Finished jobs live in history partitions that are
+// dropped whole once past their age; keys stay taken for keyRetention after their job finished.
 const pruner = new Pruner(skipq, { completedAfter: "7d", deadAfter: "30d", keyRetention: "2d" });
 const pruned = await pruner.runOnce();
-console.log(`prune: ${pruned.completed} completed, ${pruned.dead} dead, ${pruned.cancelled} cancelled removed`);
+console.log(`retention: ${pruned.partitionsDropped.length} partitions dropped, ${pruned.keys} keys released`);
 
 await worker.stop();
 await skipq.close();

@@ -48,18 +48,20 @@ export {
 export { latestVersion, type MigrateResult } from "./db/migrate.js";
 export type { LocalService, MaintenanceOptions } from "./maintenance/maintainer.js";
 export { type PruneResult, Pruner, type PrunerOptions } from "./maintenance/pruner.js";
-export type { CronScheduleRow, QueueLimits, QueueSettings } from "./ops/admin.js";
+export { Admin } from "./ops/admin.js";
 export {
-  Admin,
+  type CronScheduleRow,
   type DeadGroup,
   JOB_STATUSES,
   type JobRow,
   type JobStatus,
   type ListOptions,
+  type QueueLimits,
   type QueueOverview,
+  type QueueSettings,
   type QueueStats,
   type WorkerPresence,
-} from "./ops/admin.js";
+} from "./ops/adminTypes.js";
 export {
   createDashboard,
   type Dashboard,

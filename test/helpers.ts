@@ -49,7 +49,7 @@ export async function testQueue(label: string, options: SkipqOptions = {}): Prom
 }
 
 export async function statusCounts(t: TestQueue): Promise<Record<string, number>> {
-  const { rows } = await t.db.query(`SELECT status, count(*)::int AS n FROM "${t.schema}".jobs GROUP BY status`);
+  const { rows } = await t.db.query(`SELECT status, count(*)::int AS n FROM "${t.schema}".all_jobs GROUP BY status`);
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
@@ -75,4 +75,64 @@ export async function dropExampleSchemas(): Promise<void> {
   await db.connect();
   for (const s of exampleSchemas.splice(0)) await db.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
   await db.end();
+}
+
+export type Finished = "completed" | "dead" | "cancelled";
+
+/**
+ * Moves live jobs to history as `status`, the way an outcome, the reaper or a cancel does (the tests'
+ * shortcut to a finished job). `finishedAgo`: an SQL interval to back-date finished_at by.
+ */
+export async function finishJobs(
+  db: pg.Pool,
+  schema: string,
+  ids: readonly string[],
+  status: Finished,
+  fields: { lastError?: string; fingerprint?: string; attempts?: number; finishedAgo?: string } = {},
+): Promise<void> {
+  const s = `"${schema}"`;
+  const { rowCount } = await db.query(
+    `WITH gone AS (DELETE FROM ${s}.jobs WHERE id = ANY($1::bigint[]) RETURNING *)
+     INSERT INTO ${s}.job_history (id, queue, kind, payload, idempotency_key, status, priority, attempts, max_attempts,
+                                   run_at, locked_at, locked_by, last_error, error_fingerprint, headers, concurrency_key,
+                                   created_at, finished_at)
+     SELECT id, queue, kind, payload, idempotency_key, $2, priority, COALESCE($5::int, attempts), max_attempts,
+            run_at, locked_at, locked_by, COALESCE($3, last_error), COALESCE($4, error_fingerprint), headers,
+            concurrency_key, created_at, now() - COALESCE($6::interval, interval '0')
+       FROM gone`,
+    [
+      ids,
+      status,
+      fields.lastError ?? null,
+      fields.fingerprint ?? null,
+      fields.attempts ?? null,
+      fields.finishedAgo ?? null,
+    ],
+  );
+  if (rowCount !== ids.length) throw new Error(`finishJobs: ${rowCount} of ${ids.length} jobs were live`);
+}
+
+/** `count` finished jobs written straight into history (a long history, cheaply): SQL `columns` over `i`. */
+export async function insertHistory(
+  db: pg.Pool,
+  schema: string,
+  count: number,
+  o: { status: Finished; queue?: string; kind?: string; finishedAt?: string; extra?: Record<string, string> },
+): Promise<void> {
+  const s = `"${schema}"`;
+  const extra = Object.entries(o.extra ?? {});
+  await db.query(
+    `INSERT INTO ${s}.job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at,
+                                  created_at, finished_at${extra.map(([c]) => `, ${c}`).join("")})
+     SELECT nextval(pg_get_serial_sequence('${s}.jobs', 'id')), $2, $3, '{}', $4, 0, 1, 10, now(), now(),
+            ${o.finishedAt ?? "now()"}${extra.map(([, v]) => `, ${v}`).join("")}
+       FROM generate_series(1, $1) AS i`,
+    [count, o.queue ?? "default", o.kind ?? "old", o.status],
+  );
+}
+
+/** Deletes every job, live and finished, and every idempotency key of the schema (between tests of one file). */
+export async function clearJobs(db: pg.Pool, schema: string): Promise<void> {
+  const s = `"${schema}"`;
+  await db.query(`DELETE FROM ${s}.jobs; DELETE FROM ${s}.job_history; DELETE FROM ${s}.job_keys`);
 }

@@ -2,7 +2,7 @@
  * skipq's bench adapter: the public API only (enqueueMany, enqueue, worker), imported
  * as users import it (the built package, `skipq`, not the TypeScript sources through tsx),
  * with default settings, in its own schema. Seeding the big table is plain SQL
- * (the seeds' shape: terminal rows first, runnable ones after).
+ * (the seeds' shape: finished rows, in job_history, and runnable ones).
  */
 import pg from "pg";
 import { Skipq, silentLogger } from "skipq";
@@ -21,13 +21,14 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       return null;
     },
     async reset() {
-      await admin.query(`TRUNCATE "${schema}".jobs`);
+      await admin.query(`TRUNCATE "${schema}".jobs, "${schema}".job_history, "${schema}".job_keys`);
     },
     async enqueueBulk(payloads) {
       await skipq.enqueueMany(payloads.map((payload) => ({ job: "noop", payload })));
     },
     async analyze() {
       await admin.query(`VACUUM ANALYZE "${schema}".jobs`);
+      await admin.query(`ANALYZE "${schema}".job_history`);
     },
     async enqueueOne(payload) {
       await skipq.enqueue("noop", payload);
@@ -52,10 +53,13 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       };
     },
     async seedBig(pending, completed) {
-      // Terminal history first, then the runnable tail: the claim index holds only the pending rows.
+      // Finished jobs live in job_history (storage v2): claims never read them.
       await admin.query(
-        `INSERT INTO "${schema}".jobs (kind, payload, status, completed_at)
-         SELECT 'noop', '{}', 'completed', now() FROM generate_series(1, $1)`,
+        `INSERT INTO "${schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts,
+                                             run_at, created_at, finished_at)
+         SELECT nextval(pg_get_serial_sequence('"${schema}".jobs', 'id')), 'default', 'noop', '{}', 'completed',
+                0, 1, 10, now(), now(), now()
+           FROM generate_series(1, $1)`,
         [completed],
       );
       await admin.query(

@@ -13,6 +13,7 @@ import { silentLogger } from "../core/logger.js";
 import { assertSchema } from "../core/validate.js";
 import { assertSchemaCurrent, currentVersion } from "../db/migrate.js";
 import { Admin } from "../ops/admin.js";
+import { timestampText } from "../ops/timestamp.js";
 import { CliError, describeError, EXIT_FAILURE } from "./errors.js";
 
 export interface GlobalOptions {
@@ -137,10 +138,9 @@ export function formatAge(seconds: number | null): string {
   return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`;
 }
 
-/** A timestamp as ISO 8601 (UTC), or null. */
-export function iso(value: Date | string | null | undefined): string | null {
-  if (value === null || value === undefined) return null;
-  return (value instanceof Date ? value : new Date(value)).toISOString();
+/** A database timestamp as ISO 8601 (UTC), "infinity", "-infinity" or "after +275760-…" (never throws), or null. */
+export function iso(value: Date | number | string | null | undefined): string | null {
+  return timestampText(value);
 }
 
 /** The first line of an error text, shortened for a table cell. */

@@ -12,8 +12,10 @@ import { createPool } from "../db/pool.js";
 import type { Queryable } from "../db/queryable.js";
 import { Schema } from "../db/schema.js";
 import { Store } from "../db/store.js";
+import { moveFinishedJobs } from "../maintenance/history.js";
 import { enqueueSpan } from "../ops/telemetry.js";
 import { Worker, type WorkerOptions } from "../worker/worker.js";
+import { copyJobs } from "./copy.js";
 import { type BulkItem, type EnqueueOptions, type EnqueueResult, Enqueuer, type JobRef } from "./enqueue.js";
 import { ValidationError } from "./errors.js";
 import type { PayloadOf } from "./job.js";
@@ -95,9 +97,19 @@ export class Skipq {
     this.enqueuer = new Enqueuer(this.jobs, this.pool, this.notifier, this.maxPayloadBytes);
   }
 
-  /** Applies pending migrations; safe from many processes at once. */
-  migrate(): Promise<MigrateResult> {
-    return migrate(this.pool, this.schema);
+  /**
+   * Applies pending migrations; safe from many processes at once. After an upgrade from the single-table
+   * layout (schema 7 or older) it also moves finished jobs to history, in short batches that never hold up
+   * workers (any process may share or resume that work; the maintainer finishes it if this is interrupted).
+   */
+  async migrate(): Promise<MigrateResult> {
+    const result = await migrate(this.pool, this.schema);
+    // A finished row someone holds locked is skipped; a few more rounds, then the maintainer takes over.
+    for (let round = 0; round < 10; round++) {
+      const moved = await moveFinishedJobs(this.store, { widthMs: 86_400_000, keepMs: 30 * 86_400_000 });
+      if (moved.done) break;
+    }
+    return result;
   }
 
   /**
@@ -132,11 +144,24 @@ export class Skipq {
     });
   }
 
-  /** Enqueue many jobs: one round trip per 5,000, all or nothing. Results are in input order. */
-  enqueueMany(items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
-    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) =>
-      this.enqueuer.many(await this.enqueuer.prepareMany(items, traceHeaders)),
-    );
+  /**
+   * Enqueue many jobs: one round trip per 5,000, all or nothing. Results are in input order.
+   * With `{ returning: false }`: the fast path — one COPY, all or nothing, no ids back (resolves with the
+   * count), no idempotency keys.
+   */
+  enqueueMany(items: ReadonlyArray<BulkItem>, options?: { returning?: true }): Promise<EnqueueResult[]>;
+  enqueueMany(items: ReadonlyArray<BulkItem>, options: { returning: false }): Promise<{ count: number }>;
+  enqueueMany(
+    items: ReadonlyArray<BulkItem>,
+    options: { returning?: boolean } = {},
+  ): Promise<EnqueueResult[] | { count: number }> {
+    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
+      const rows = await this.enqueuer.prepareMany(items, traceHeaders);
+      if (options.returning !== false) return this.enqueuer.many(rows);
+      const count = await copyJobs(this.pool, this.store.schema, rows);
+      for (const r of rows) if (r.runAt === null && r.delayMs === 0) this.notifier.nudge(r.queue);
+      return { count };
+    });
   }
 
   /** `enqueueMany` inside the caller's transaction. */

@@ -19,6 +19,7 @@ import { type JobDefinition, validatePayload } from "./job.js";
 import type { Notifier } from "./notifier.js";
 import {
   assertDate,
+  assertIdempotencyKey,
   assertInt,
   assertKey,
   assertName,
@@ -164,31 +165,11 @@ export class Enqueuer {
     for (let start = 0; start < rows.length; start += BULK_CHUNK) {
       const chunk = rows.slice(start, start + BULK_CHUNK);
       const inserted = await this.jobs.insertMany(db, chunk);
-      // Identity ids follow input order (ORDER BY i), so the n-th keyless input owns the n-th keyless id.
-      const keyless: string[] = [];
-      const byKey = new Map<string, string>();
-      inserted.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
-      for (const r of inserted) {
-        if (r.idempotency_key === null) keyless.push(r.id);
-        else byKey.set(`${r.queue}\u0000${r.idempotency_key}`, r.id);
-      }
-      let next = 0;
-      const claimedKeys = new Set<string>();
-      for (const r of chunk) {
-        if (r.key === null) {
-          results[r.i] = { id: keyless[next++] as string, created: true };
-          continue;
-        }
-        const composite = `${r.queue}\u0000${r.key}`;
-        const id = byKey.get(composite);
-        if (id !== undefined && !claimedKeys.has(composite)) {
-          claimedKeys.add(composite);
-          results[r.i] = { id, created: true };
-        } else if (id !== undefined) {
-          results[r.i] = { id, created: false };
-        } else {
-          results[r.i] = { id: (await this.jobs.findByKey(db, r.queue, r.key)) as string, created: false };
-        }
+      for (const [k, r] of chunk.entries()) {
+        const row = inserted[k] as { id: string; created: boolean };
+        results[r.i] = row.created
+          ? row
+          : { id: (await this.jobs.findByKey(db, r.queue, r.key as string)) as string, created: false };
       }
     }
     const queues = dueQueues(rows);
@@ -229,18 +210,7 @@ export class Enqueuer {
     }
     const runAt = options.runAt === undefined ? null : assertDate("runAt", options.runAt).toISOString();
     const delayMs = options.delay === undefined ? 0 : toMs("delay", options.delay);
-    let key: string | null = null;
-    if (options.idempotencyKey !== undefined) {
-      if (
-        typeof options.idempotencyKey !== "string" ||
-        options.idempotencyKey.length === 0 ||
-        options.idempotencyKey.length > 512
-      ) {
-        throw new ValidationError("idempotencyKey must be a non-empty string of at most 512 characters");
-      }
-      key = options.idempotencyKey;
-      if (key.includes("\u0000")) throw new ValidationError("idempotencyKey must not contain NUL characters");
-    }
+    const key = options.idempotencyKey === undefined ? null : assertIdempotencyKey(options.idempotencyKey);
     const own = options.headers === undefined ? null : encodeHeaders(options.headers);
     // The enqueue span's trace context rides along so the execution span can link to it.
     const traced = withTraceContext(options.headers, traceHeaders);

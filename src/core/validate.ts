@@ -28,12 +28,13 @@ export function assertName(what: NameOf, value: unknown): string {
   return value;
 }
 
-/** A concurrency key (tenant, customer id): 1-256 characters, no control characters. */
+/** A concurrency key (tenant, customer id): 1-256 characters, no control characters, well-formed Unicode. */
 export function assertKey(value: unknown, what = "concurrencyKey"): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point.
   if (typeof value !== "string" || value.length === 0 || value.length > 256 || /[\u0000-\u001f\u007f]/.test(value)) {
     throw new ValidationError(`${what} must be a string of 1-256 characters without control characters`);
   }
+  assertWellFormed(what, value);
   return value;
 }
 
@@ -97,15 +98,19 @@ export function assertDate(what: string, value: unknown): Date {
   return value;
 }
 
+/** How deep containers may nest in a payload, headers or an event: far below what `JSON.stringify` (about 4,000 levels) and PostgreSQL's jsonb parser survive. */
+export const MAX_PAYLOAD_DEPTH = 1000;
+
 /**
  * Encodes a payload as JSON, refusing anything JSON would silently change:
  * `undefined`, functions, symbols, BigInt, non-finite numbers, Dates, Maps,
  * class instances, circular references, NUL characters (PostgreSQL's jsonb
- * cannot store them) and lone UTF-16 surrogates (not valid Unicode).
+ * cannot store them), lone UTF-16 surrogates (not valid Unicode) and nesting
+ * deeper than `MAX_PAYLOAD_DEPTH` (which `JSON.stringify` cannot always encode).
  * The rule: what a handler receives deep-equals what was enqueued.
  */
 export function encodePayload(payload: unknown, maxBytes: number): string {
-  checkJsonSafe(payload, "", new Set());
+  checkJsonSafe(payload);
   const text = JSON.stringify(payload);
   // Fast path: a string's UTF-8 size is at most 3 bytes per UTF-16 unit.
   const bytes = text.length * 3 <= maxBytes ? text.length : Buffer.byteLength(text, "utf8");
@@ -113,15 +118,37 @@ export function encodePayload(payload: unknown, maxBytes: number): string {
   return text;
 }
 
-// A NUL, or a high surrogate not followed by a low one, or a low one not preceded by a high one.
+// A high surrogate not followed by a low one, or a low one not preceded by a high one.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+// A NUL, or a lone surrogate.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching NUL is the point.
 const BAD_STRING = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-function checkString(value: string, path: string): void {
+/**
+ * An idempotency key: 1-512 characters, no NUL, well-formed Unicode. node-postgres
+ * sends a lone surrogate as U+FFFD, so "order-\uD800" and "order-\uDBFF" would be
+ * stored as the same key and the second enqueue would silently return the first job.
+ */
+export function assertIdempotencyKey(value: unknown): string {
+  if (typeof value !== "string" || value.length === 0 || value.length > 512)
+    throw new ValidationError("idempotencyKey must be a non-empty string of at most 512 characters");
+  if (value.includes("\u0000")) throw new ValidationError("idempotencyKey must not contain NUL characters");
+  assertWellFormed("idempotencyKey", value);
+  return value;
+}
+
+function assertWellFormed(what: string, value: string): void {
+  if (LONE_SURROGATE.test(value))
+    throw new ValidationError(
+      `${what} contains a lone UTF-16 surrogate, which is not valid Unicode: PostgreSQL would store it as U+FFFD, so different keys would collide; encode binary keys as hex or base64`,
+    );
+}
+
+function checkString(value: string, at: () => string): void {
   if (BAD_STRING.test(value)) {
     const nul = value.includes("\u0000");
     throw new PayloadNotJsonError(
-      path,
+      at(),
       nul
         ? "contains a NUL character (\\u0000), which PostgreSQL cannot store in jsonb"
         : "contains a lone UTF-16 surrogate, which is not valid Unicode",
@@ -129,43 +156,94 @@ function checkString(value: string, path: string): void {
   }
 }
 
-function checkJsonSafe(value: unknown, path: string, seen: Set<object>): void {
-  switch (typeof value) {
-    case "string":
-      checkString(value, path);
-      return;
-    case "boolean":
-      return;
-    case "number":
-      if (!Number.isFinite(value)) throw new PayloadNotJsonError(path, `is ${value}, which JSON cannot represent`);
-      return;
-    case "bigint":
-      throw new PayloadNotJsonError(path, "is a BigInt; convert it to a string or number first");
-    case "undefined":
-      throw new PayloadNotJsonError(path, "is undefined; omit the field or use null");
-    case "function":
-    case "symbol":
-      throw new PayloadNotJsonError(path, `is a ${typeof value}, which JSON cannot represent`);
-  }
-  if (value === null) return;
-  const object = value as object;
-  if (seen.has(object)) throw new PayloadNotJsonError(path, "is a circular reference");
-  seen.add(object);
-  if (Array.isArray(object)) {
-    for (let i = 0; i < object.length; i++) checkJsonSafe(object[i], `${path}[${i}]`, seen);
-  } else {
-    const proto = Object.getPrototypeOf(object);
-    if (proto !== Object.prototype && proto !== null) {
-      const name = (object as { constructor?: { name?: string } }).constructor?.name ?? "object";
-      const hint = object instanceof Date ? "; pass date.toISOString() instead" : "; pass a plain object";
-      throw new PayloadNotJsonError(path, `is a ${name} instance, which JSON would change${hint}`);
+/** A container being checked; `parent` and `key` rebuild its path only when an error needs it. */
+interface Frame {
+  value: object;
+  parent: Frame | undefined;
+  key: string | number;
+  depth: number;
+  /** Set once its children are on the stack; popping it again ends it as an ancestor. */
+  open: boolean;
+}
+
+function pathOf(frame: Frame | undefined, key?: string | number): string {
+  if (frame === undefined) return ""; // the root itself
+  const parts: string[] = key === undefined ? [] : [typeof key === "number" ? `[${key}]` : `.${key}`];
+  for (let f = frame; f?.parent !== undefined; f = f.parent)
+    parts.push(typeof f.key === "number" ? `[${f.key}]` : `.${f.key}`);
+  const path = parts.reverse().join("");
+  return path.length > 120 ? `${path.slice(0, 60)}…${path.slice(-40)}` : path;
+}
+
+/**
+ * Walks the value with an explicit stack rather than recursion, so no depth
+ * can overflow the call stack: a too-deep value fails with PayloadNotJsonError
+ * like any other bad payload. Only ancestors count as circular (a shared,
+ * acyclic reference is fine, as JSON.stringify repeats it).
+ */
+function checkJsonSafe(root: unknown): void {
+  const ancestors = new Set<object>();
+  const stack: Frame[] = [];
+  // Checks a primitive at once; pushes a container to be walked.
+  const visit = (value: unknown, parent: Frame | undefined, key: string | number): void => {
+    switch (typeof value) {
+      case "string":
+        checkString(value, () => pathOf(parent, key));
+        return;
+      case "boolean":
+        return;
+      case "number":
+        if (!Number.isFinite(value))
+          throw new PayloadNotJsonError(pathOf(parent, key), `is ${value}, which JSON cannot represent`);
+        return;
+      case "bigint":
+        throw new PayloadNotJsonError(pathOf(parent, key), "is a BigInt; convert it to a string or number first");
+      case "undefined":
+        throw new PayloadNotJsonError(pathOf(parent, key), "is undefined; omit the field or use null");
+      case "function":
+      case "symbol":
+        throw new PayloadNotJsonError(pathOf(parent, key), `is a ${typeof value}, which JSON cannot represent`);
     }
-    for (const key of Object.keys(object)) {
-      checkString(key, `${path}.${key}`);
-      checkJsonSafe((object as Record<string, unknown>)[key], `${path}.${key}`, seen);
+    if (value === null) return;
+    const object = value as object;
+    if (ancestors.has(object)) throw new PayloadNotJsonError(pathOf(parent, key), "is a circular reference");
+    const depth = (parent?.depth ?? 0) + 1;
+    if (depth > MAX_PAYLOAD_DEPTH)
+      throw new PayloadNotJsonError(
+        pathOf(parent, key),
+        `is nested deeper than ${MAX_PAYLOAD_DEPTH} levels, which JSON.stringify cannot always encode; flatten the structure`,
+      );
+    if (!Array.isArray(object)) {
+      const proto = Object.getPrototypeOf(object);
+      if (proto !== Object.prototype && proto !== null) {
+        const name = (object as { constructor?: { name?: string } }).constructor?.name ?? "object";
+        const hint = object instanceof Date ? "; pass date.toISOString() instead" : "; pass a plain object";
+        throw new PayloadNotJsonError(pathOf(parent, key), `is a ${name} instance, which JSON would change${hint}`);
+      }
+    }
+    stack.push({ value: object, parent, key, depth, open: false });
+  };
+  visit(root, undefined, "");
+  while (stack.length > 0) {
+    const frame = stack.pop() as Frame;
+    if (frame.open) {
+      ancestors.delete(frame.value);
+      continue;
+    }
+    frame.open = true;
+    ancestors.add(frame.value);
+    stack.push(frame);
+    if (Array.isArray(frame.value)) {
+      const array = frame.value as unknown[];
+      for (let i = 0; i < array.length; i++) visit(array[i], frame, i);
+    } else {
+      const record = frame.value as Record<string, unknown>;
+      for (const key of Object.keys(record)) {
+        checkString(key, () => pathOf(frame, key));
+        visit(record[key], frame, key);
+      }
     }
   }
-  seen.delete(object);
 }
 
 /**

@@ -6,13 +6,14 @@
  */
 import type { Schema } from "./schema.js";
 import { adminStatements } from "./sql/admin.js";
+import { dashboardStatements } from "./sql/dashboard.js";
 import { flowStatements } from "./sql/flow.js";
+import { historyStatements } from "./sql/history.js";
 import { jobStatements } from "./sql/jobs.js";
 import { maintenanceStatements } from "./sql/maintenance.js";
 import { migrationStatements } from "./sql/migrations.js";
 import { opsStatements } from "./sql/ops.js";
 import { outboxStatements } from "./sql/outbox.js";
-import { prunerStatements } from "./sql/pruner.js";
 import { sagaStatements } from "./sql/sagas.js";
 import { schedulerStatements } from "./sql/scheduler.js";
 
@@ -24,14 +25,16 @@ function build(schema: Schema) {
     flow: flowStatements(schema),
     /** Reaper and leader lease. */
     maintenance: maintenanceStatements(schema),
-    /** Retention. */
-    retention: prunerStatements(schema),
+    /** History partitions, retention, keys, the upgrade's move of finished rows. */
+    history: historyStatements(schema),
     /** Operator actions and listings. */
     admin: adminStatements(schema),
     /** Presence, overview, throughput, health. */
     ops: opsStatements(schema),
     cron: schedulerStatements(schema),
     outbox: outboxStatements(schema),
+    /** Dashboard sessions. */
+    dashboard: dashboardStatements(schema),
     sagas: sagaStatements(schema),
     migrations: migrationStatements(schema),
   };

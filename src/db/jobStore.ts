@@ -15,6 +15,11 @@ import type { Queryable } from "./queryable.js";
 import { type LimitedClaimParams, limitedClaimText } from "./sql/flow.js";
 import type { Store } from "./store.js";
 
+/** Row parsers for a claim (node-postgres's `types` option). */
+export interface ClaimTypes {
+  getTypeParser(oid: number, format?: "text" | "binary"): (value: string) => unknown;
+}
+
 /** A claimed row as the claim statements return it. */
 export interface ClaimedRow {
   id: string;
@@ -25,11 +30,12 @@ export interface ClaimedRow {
   attempts: number;
   max_attempts: number;
   lease: string;
-  run_at: Date;
-  created_at: Date;
+  /** Timestamps as PostgreSQL's text (the claim's type parsers leave them unparsed: see worker/claimedJob.ts). */
+  run_at: string;
+  created_at: string;
   headers: Record<string, string> | null;
   concurrency_key: string | null;
-  locked_at: Date;
+  locked_at: string;
 }
 
 /** Every outcome but success: recorded together by `settleMany`. */
@@ -69,34 +75,31 @@ export class JobStore {
     return this.store.sql.jobs;
   }
 
-  /** Claims up to `limit` runnable jobs of `queues` that have no limits (the plain or the aging claim). */
-  async claim(p: {
-    queues: readonly string[];
-    limit: number;
-    workerId: string;
-    leaseMs: number;
-    agingMs: number | undefined;
-  }): Promise<ClaimedRow[]> {
-    const { rows } =
+  /**
+   * Claims up to `limit` runnable jobs of `queues` that have no limits (the plain or the aging claim), in
+   * claim order. `types`: the row parsers (the worker keeps timestamps as text).
+   */
+  async claim(
+    p: { queues: readonly string[]; limit: number; workerId: string; leaseMs: number; agingMs: number | undefined },
+    types?: ClaimTypes,
+  ): Promise<ClaimedRow[]> {
+    const config =
       p.agingMs === undefined
-        ? await this.store.query<ClaimedRow>(this.sql.jobClaimBatch, [p.queues, p.limit, p.workerId, p.leaseMs])
-        : await this.store.query<ClaimedRow>(this.sql.jobClaimBatchAged, [
-            p.queues,
-            p.limit,
-            p.workerId,
-            p.leaseMs,
-            p.agingMs,
-          ]);
-    return inClaimOrder(rows, p.agingMs);
+        ? this.store.config(this.sql.jobClaimBatch, [p.queues, p.limit, p.workerId, p.leaseMs])
+        : this.store.config(this.sql.jobClaimBatchAged, [p.queues, p.limit, p.workerId, p.leaseMs, p.agingMs]);
+    const { rows } = await this.store.pool.query<ClaimedRow>(types ? { ...config, types } : config);
+    return rows;
   }
 
   /** The limited claim (sql/flow.ts): claim locks, then a claim within every limit. One round trip. */
-  async claimLimited(p: Omit<LimitedClaimParams, "schema" | "schemaName">): Promise<ClaimedRow[]> {
+  async claimLimited(p: Omit<LimitedClaimParams, "schema" | "schemaName">, types?: ClaimTypes): Promise<ClaimedRow[]> {
     const text = limitedClaimText({ ...p, schema: this.store.schema.sql, schemaName: this.store.schema.name });
     // No values: the simple protocol, so the lock statements and the claim run as one implicit transaction.
-    const results = (await this.store.pool.query(text)) as unknown as pg.QueryResult | pg.QueryResult[];
+    const results = (await this.store.pool.query(types ? { text, types } : text)) as unknown as
+      | pg.QueryResult
+      | pg.QueryResult[];
     const last = Array.isArray(results) ? results[results.length - 1] : results;
-    return inClaimOrder((last?.rows ?? []) as ClaimedRow[], p.agingMs ?? undefined);
+    return (last?.rows ?? []) as ClaimedRow[];
   }
 
   /** Of `queues`, those the limited claim must serve (limits set, or a key paused now). */
@@ -105,12 +108,9 @@ export class JobStore {
     return new Set(rows.map((r) => r.name));
   }
 
-  /** Records successes; returns the ids whose lease still matched. */
-  async completeMany(jobs: ReadonlyArray<{ id: string; lease: string }>): Promise<string[]> {
-    const { rows } = await this.store.query<{ id: string }>(this.sql.jobCompleteMany, [
-      jobs.map((j) => j.id),
-      jobs.map((j) => j.lease),
-    ]);
+  /** Records successes (`ids[i]` under `leases[i]`); returns the ids whose lease still matched. */
+  async completeMany(ids: readonly string[], leases: readonly string[]): Promise<string[]> {
+    const { rows } = await this.store.query<{ id: string }>(this.sql.jobCompleteMany, [ids, leases]);
     return rows.map((r) => r.id);
   }
 
@@ -161,26 +161,31 @@ export class JobStore {
     return rows[0] ? { id: rows[0].id, due: notify ? rows[0].notified !== null : rows[0].due } : null;
   }
 
-  /** Inserts up to 5,000 rows in one statement, in input order; rows whose key exists are left out of the result. */
-  async insertMany(
-    db: Queryable,
-    rows: readonly InsertRow[],
-  ): Promise<Array<{ id: string; queue: string; idempotency_key: string | null }>> {
+  /**
+   * Inserts up to 5,000 rows in one statement; returns, in input order, each row's id and whether it was
+   * inserted (false: its idempotency key was taken — by an earlier job, or an earlier row of `rows`).
+   */
+  async insertMany(db: Queryable, rows: readonly InsertRow[]): Promise<Array<{ id: string; created: boolean }>> {
     const json = `[${rows
       .map(
         (r) =>
           `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"},"ckey":${r.concurrencyKey === null ? "null" : JSON.stringify(r.concurrencyKey)}}`,
       )
       .join(",")}]`;
-    // Without idempotency keys there is nothing to conflict on: the plain INSERT skips the speculative
-    // insertion ON CONFLICT costs for every row.
-    const keyed = rows.some((r) => r.key !== null);
-    const { rows: inserted } = await this.store.query(
-      keyed ? this.sql.jobInsertMany : this.sql.jobInsertManyKeyless,
-      [json],
-      db,
-    );
-    return inserted.map((r) => ({ id: r.id, queue: r.queue, idempotency_key: r.idempotency_key ?? null }));
+    if (rows.some((r) => r.key !== null)) {
+      const { rows: out } = await this.store.query<{ id: string; created: boolean }>(
+        this.sql.jobInsertManyKeyed,
+        [json],
+        db,
+      );
+      return out.map((r) => ({ id: r.id, created: r.created }));
+    }
+    // Without keys every row is inserted, and the identity hands out ids in input order.
+    const { rows: inserted } = await this.store.query<{ id: string }>(this.sql.jobInsertMany, [json], db);
+    return inserted
+      .map((r) => r.id)
+      .sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0))
+      .map((id) => ({ id, created: true }));
   }
 
   /** The job holding an idempotency key, if any. */
@@ -214,23 +219,4 @@ function insertValues(row: InsertRow): unknown[] {
     row.headers,
     row.concurrencyKey,
   ];
-}
-
-/**
- * Puts claimed rows back in the order the claim picked them: an UPDATE's
- * RETURNING does not keep its input's order, and the worker starts (and
- * prefetches) jobs in this order. Aged jobs first, oldest first; then priority,
- * run_at, id — with "aged" judged against the claim's own locked_at, the
- * database clock the claim itself used.
- */
-export function inClaimOrder(rows: ClaimedRow[], agingMs: number | undefined): ClaimedRow[] {
-  const aged = (r: ClaimedRow) => agingMs !== undefined && r.run_at.getTime() <= r.locked_at.getTime() - agingMs;
-  return rows.sort((a, b) => {
-    const agedA = aged(a);
-    if (agedA !== aged(b)) return agedA ? -1 : 1;
-    if (!agedA && a.priority !== b.priority) return b.priority - a.priority;
-    const byRunAt = a.run_at.getTime() - b.run_at.getTime();
-    if (byRunAt !== 0) return byRunAt;
-    return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-  });
 }

@@ -23,7 +23,10 @@ import { type ReapedJob, Reaper } from "./reaper.js";
 export interface MaintenanceOptions {
   /** Time between reaper passes. Default "5s". */
   reaperInterval?: Duration;
-  /** How long the leader lease lasts: a dead leader is replaced within this. Default "15s". */
+  /**
+   * How long the leader lease lasts: a dead leader is replaced within this. Default: the worker's lockTimeout,
+   * between 1 s and 15 s — a killed leader's own jobs expire no sooner, so lease recovery keeps its bound.
+   */
   leaderLease?: Duration;
   /** Retention of finished jobs and delivered outbox events; false: none from this process. Default: PrunerOptions' defaults. */
   retention?: PrunerOptions | false;
@@ -39,6 +42,8 @@ export interface MaintainerOptions extends MaintenanceOptions {
   store: Store;
   /** The worker's id: the leader lease's holder. */
   holder: string;
+  /** The worker's job lease (lockTimeout), ms: the default leader lease follows it. */
+  jobLeaseMs: number;
   logger: Logger;
   onReaped?: (jobs: ReadonlyArray<ReapedJob>) => void;
   onLeader?: (leader: boolean) => void;
@@ -55,7 +60,10 @@ export class Maintainer {
     this.leader = new LeaderLease({
       store: o.store,
       holder: o.holder,
-      leaseMs: toMs("leaderLease", o.leaderLease ?? "15s", { allowZero: false }),
+      leaseMs:
+        o.leaderLease === undefined
+          ? Math.min(15_000, Math.max(1000, o.jobLeaseMs))
+          : toMs("leaderLease", o.leaderLease, { allowZero: false }),
       logger: o.logger,
       onChange: (leader) => {
         // A new leader reaps at once: the old one's jobs may be waiting.

@@ -1,36 +1,43 @@
 /**
- * The pruner: retention. Deletes completed jobs, and separately dead and
- * cancelled ones, once older than their configured ages, in small batches
- * (each its own short transaction), so the jobs table stays small and claims
- * stay fast without long locks or bloat bursts; and delivered outbox events
- * after `outboxAfter`. A task of the maintainer's leader; `skipq prune` and
- * `Admin.prune` run the same statements.
+ * The pruner: retention, a task of the maintainer's leader. Finished jobs
+ * live in job_history, partitioned by outcome and finish time; a pass makes
+ * the coming partitions, drops the completed ones older than `completedAfter`
+ * and the failed (dead, cancelled) ones older than `deadAfter` — whole
+ * partitions, never row by row — expires idempotency keys `keyRetention`
+ * after their job finished, deletes delivered outbox events after
+ * `outboxAfter`, and finishes moving an upgraded schema's finished rows out of
+ * the jobs table.
  *
- * Invariants: it never deletes a pending or running job; a job with an
- * idempotency key lives at least `keyRetention` after it finished (so a
- * repeated enqueue with that key is still refused). All ages are measured on
- * the database clock.
+ * Invariants: it never touches a pending or running job; a key stays taken
+ * at least `keyRetention` after its job finished, whatever happened to the
+ * job's history row; a history row lives at least its retention (and at most
+ * one partition width longer). All ages are measured on the database clock.
  */
+
+import { ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { assertInt, type Duration, toMs } from "../core/validate.js";
 import type { Store } from "../db/store.js";
+import { ensurePartitions, moveFinishedJobs } from "./history.js";
 import { Service } from "./service.js";
 
 export interface PrunerOptions {
-  /** Delete completed jobs this long after they completed. Default "1d". */
+  /** Keep completed jobs this long after they completed; 0 keeps no completed history at all. Default "1d". */
   completedAfter?: Duration;
-  /** Delete dead and cancelled jobs this long after they ended. Default "30d". */
+  /** Keep dead and cancelled jobs this long after they ended. Default "30d". */
   deadAfter?: Duration;
   /**
-   * Keep any finished job that has an idempotency key at least this long, so
-   * the key keeps refusing duplicates that long after the job finished. Default "1d".
+   * An idempotency key stays taken at least this long after its job finished, so a repeated
+   * enqueue with it is still refused. Default "1d".
    */
   keyRetention?: Duration;
   /** Delete outbox events this long after they were delivered. Default "7d". */
   outboxAfter?: Duration;
-  /** Rows deleted per transaction. Default 500. */
+  /** Width of a history partition: whole hours, at most 7 days. Default "1d". */
+  partition?: Duration;
+  /** Rows deleted per statement where rows are deleted (keys, outbox, DEFAULT partitions). Default 1000. */
   batchSize?: number;
-  /** Most batches per pass (the rest waits for the next pass). Default 100. */
+  /** Most statements per kind of row deletion per pass (the rest waits for the next pass). Default 100. */
   maxBatches?: number;
   /** Time between passes. Default "1m". */
   interval?: Duration;
@@ -39,17 +46,24 @@ export interface PrunerOptions {
 export interface PruneResult {
   /** False when this process was not the maintenance leader, so the pass did nothing. */
   leader: boolean;
+  /** History partitions dropped whole. */
+  partitionsDropped: string[];
+  /** Finished jobs deleted: in dropped partitions, and row by row from the DEFAULT partitions. */
   completed: number;
+  /** Dead and cancelled jobs deleted (they share partitions). */
   dead: number;
-  cancelled: number;
+  /** Idempotency keys released. */
+  keys: number;
 }
 
-type Terminal = "completed" | "dead" | "cancelled";
+const HOUR = 3_600_000;
 
 export class Pruner {
+  readonly completedMs: number;
+  readonly deadMs: number;
+  readonly keyMs: number;
+  readonly partitionMs: number;
   private readonly store: Store;
-  private readonly ages: Record<Terminal, number>;
-  private readonly keyMs: number;
   private readonly outboxMs: number;
   private readonly batchSize: number;
   private readonly maxBatches: number;
@@ -66,12 +80,16 @@ export class Pruner {
     private readonly isLeader: () => boolean = () => true,
   ) {
     this.store = source.store;
-    const completed = toMs("completedAfter", options.completedAfter ?? "1d");
-    const dead = toMs("deadAfter", options.deadAfter ?? "30d");
-    this.ages = { completed, dead, cancelled: dead };
+    this.completedMs = toMs("completedAfter", options.completedAfter ?? "1d");
+    this.deadMs = toMs("deadAfter", options.deadAfter ?? "30d");
     this.keyMs = toMs("keyRetention", options.keyRetention ?? "1d");
     this.outboxMs = toMs("outboxAfter", options.outboxAfter ?? "7d");
-    this.batchSize = assertInt("batchSize", options.batchSize ?? 500, 1, 100_000);
+    this.partitionMs = toMs("partition", options.partition ?? "1d", { allowZero: false, max: 7 * 24 * HOUR });
+    if (this.partitionMs % HOUR !== 0)
+      throw new ValidationError(
+        `partition must be a whole number of hours (e.g. "1h", "6h", "1d"), got ${JSON.stringify(options.partition)}`,
+      );
+    this.batchSize = assertInt("batchSize", options.batchSize ?? 1000, 1, 100_000);
     this.maxBatches = assertInt("maxBatches", options.maxBatches ?? 100, 1, 1_000_000);
     this.logger = source.logger;
     this.service = new Service({
@@ -79,11 +97,10 @@ export class Pruner {
       intervalMs: toMs("interval", options.interval ?? "1m", { allowZero: false }),
       run: () => this.pass(),
       logger: this.logger,
-      firstPass: "spread",
     });
   }
 
-  /** Starts periodic passes (the first after a random part of the interval). Idempotent. */
+  /** Starts periodic passes (the first at once: partitions and the upgrade's move should not wait). Idempotent. */
   start(): void {
     this.service.start();
   }
@@ -93,56 +110,78 @@ export class Pruner {
     return this.service.stop();
   }
 
-  /** One pass: batches per status until a batch comes back short (or maxBatches). */
+  /** One pass. */
   runOnce(): Promise<PruneResult> {
     return this.service.runOnce();
   }
 
   private async pass(): Promise<PruneResult> {
-    if (!this.isLeader()) return { leader: false, completed: 0, dead: 0, cancelled: 0 };
-    const result = await prune(this.store, this.ages, this.keyMs, this.batchSize, this.maxBatches);
-    await this.pruneOutbox();
+    const result: PruneResult = { leader: false, partitionsDropped: [], completed: 0, dead: 0, keys: 0 };
+    if (!this.isLeader()) return result;
+    result.leader = true;
+    const sql = this.store.sql.history;
+    await this.store.query(sql.settingsKeepCompleted, [this.completedMs > 0]);
+    await moveFinishedJobs(this.store, {
+      widthMs: this.partitionMs,
+      keepMs: Math.max(this.completedMs, this.deadMs),
+      batch: 5000,
+      maxBatches: this.maxBatches,
+    });
+    await ensurePartitions(this.store, this.partitionMs);
+    for (const [parent, ms, counter] of [
+      ["job_history_completed", this.completedMs, "completed"],
+      ["job_history_failed", this.deadMs, "dead"],
+    ] as const) {
+      const { rows } = await this.store.query<{ name: string; rows: string }>(sql.historyDrop, [parent, ms]);
+      for (const r of rows) {
+        result.partitionsDropped.push(r.name);
+        result[counter] += Number(r.rows);
+      }
+    }
+    result.completed += await this.deleteInBatches(sql.historyPruneCompletedDefault, [this.completedMs]);
+    result.dead += await this.deleteInBatches(sql.historyPruneFailedDefault, [this.deadMs]);
+    result.keys = await this.deleteInBatches(sql.keysExpire, [this.keyMs]);
+    await this.deleteInBatches(this.store.sql.outbox.outboxPrune, [this.outboxMs]);
     await this.store.query(this.store.sql.flow.flowHousekeeping);
-    if (result.completed + result.dead + result.cancelled > 0) this.logger.info({ ...result }, "skipq: pruned jobs");
+    if (result.partitionsDropped.length + result.completed + result.dead + result.keys > 0)
+      this.logger.info({ ...result }, "skipq: retention applied");
     return result;
   }
 
-  private async pruneOutbox(): Promise<void> {
-    for (let batches = 0; batches < this.maxBatches; batches++) {
-      const { rowCount } = await this.store.query(this.store.sql.outbox.outboxPrune, [this.outboxMs, this.batchSize]);
-      if ((rowCount ?? 0) < this.batchSize) return;
+  private async deleteInBatches(statement: Parameters<Store["query"]>[0], values: unknown[]): Promise<number> {
+    let total = 0;
+    for (let i = 0; i < this.maxBatches; i++) {
+      const { rowCount } = await this.store.query(statement, [...values, this.batchSize]);
+      total += rowCount ?? 0;
+      if ((rowCount ?? 0) < this.batchSize) break;
     }
+    return total;
   }
 }
 
 /**
- * Deletes terminal jobs older than their status's age (`ages`; a status absent is kept), keyed ones only once
- * also older than `keyMs`, in batches of `batchSize`. Shared by the Pruner and `Admin.prune`.
+ * `skipq prune` and `Admin.prune`: deletes the finished jobs of `statuses` that finished more than `olderThanMs`
+ * ago — whole partitions where a partition holds only such rows, row by row in the partitions that straddle
+ * the cutoff. Returns how many jobs were deleted.
  */
 export async function prune(
   store: Store,
-  ages: Partial<Record<Terminal, number>>,
-  keyMs: number,
-  batchSize: number,
-  maxBatches = Number.POSITIVE_INFINITY,
-): Promise<PruneResult> {
-  const result: PruneResult = { leader: true, completed: 0, dead: 0, cancelled: 0 };
-  let batches = 0;
-  for (const status of ["completed", "dead", "cancelled"] as const) {
-    const age = ages[status];
-    if (age === undefined) continue;
-    for (;;) {
-      if (batches++ >= maxBatches) return result;
-      const { rows } = await store.query<{ deleted: number }>(store.sql.retention.jobPruneBatch, [
-        status,
-        age,
-        batchSize,
-        keyMs,
-      ]);
-      const deleted = rows[0]?.deleted ?? 0;
-      result[status] += deleted;
-      if (deleted < batchSize) break;
-    }
+  statuses: ReadonlyArray<"completed" | "dead" | "cancelled">,
+  olderThanMs: number,
+  batchSize = 1000,
+): Promise<number> {
+  const sql = store.sql.history;
+  let total = 0;
+  const drop = async (parent: string) => {
+    const { rows } = await store.query<{ rows: string }>(sql.historyDrop, [parent, olderThanMs]);
+    for (const r of rows) total += Number(r.rows);
+  };
+  if (statuses.includes("completed")) await drop("job_history_completed");
+  // Dead and cancelled share partitions: drop them whole only when both go.
+  if (statuses.includes("dead") && statuses.includes("cancelled")) await drop("job_history_failed");
+  for (;;) {
+    const { rowCount } = await store.query(sql.historyPruneRows, [statuses, olderThanMs, batchSize]);
+    total += rowCount ?? 0;
+    if ((rowCount ?? 0) < batchSize) return total;
   }
-  return result;
 }

@@ -26,21 +26,6 @@ import {
 } from "./adminTypes.js";
 import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
 
-export {
-  type CronScheduleRow,
-  type DeadGroup,
-  JOB_STATUSES,
-  type JobRow,
-  type JobStatus,
-  type ListedJob,
-  type ListOptions,
-  type QueueLimits,
-  type QueueOverview,
-  type QueueSettings,
-  type QueueStats,
-  type WorkerPresence,
-} from "./adminTypes.js";
-
 /** `%text%` for ILIKE, with the user's `\\`, `%` and `_` taken literally. */
 function likePattern(text: unknown): string {
   if (typeof text !== "string" || text.length > 200 || text.includes("\u0000"))
@@ -134,24 +119,20 @@ export class Admin {
   }
 
   /**
-   * Deletes terminal jobs older than `olderThan`, in batches — the pruner's own statement, so a job with an
-   * idempotency key is kept until also older than `keyRetention` (default "1d"). Returns how many.
+   * Deletes finished jobs of `statuses` that finished more than `olderThan` ago: whole history partitions where
+   * they can go whole, row by row in the partitions that straddle the cutoff. Idempotency keys are not touched:
+   * a key stays taken for its retention (the maintainer's `keyRetention`) whatever happens to its job's row.
+   * Returns how many jobs were deleted.
    */
-  async prune(
-    olderThan: Duration,
-    statuses: JobStatus[] = ["completed"],
-    options: { keyRetention?: Duration } = {},
-  ): Promise<number> {
+  async prune(olderThan: Duration, statuses: JobStatus[] = ["completed"]): Promise<number> {
     const ms = toMs("olderThan", olderThan);
-    const keyMs = toMs("keyRetention", options.keyRetention ?? "1d");
-    const ages: Partial<Record<"completed" | "dead" | "cancelled", number>> = {};
+    const finished: Array<"completed" | "dead" | "cancelled"> = [];
     for (const s of statuses) {
       if (s !== "completed" && s !== "dead" && s !== "cancelled")
         throw new ValidationError(`prune removes only completed, dead or cancelled jobs, not ${s}`);
-      ages[s] = ms;
+      finished.push(s);
     }
-    const result = await prune(this.store, ages, keyMs, 1000);
-    return result.completed + result.dead + result.cancelled;
+    return prune(this.store, finished, ms);
   }
 
   /** Stops claims from a queue (running jobs finish). Takes effect at every worker's next claim. */

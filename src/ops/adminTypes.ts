@@ -7,6 +7,11 @@ import type { Duration } from "../core/validate.js";
 export type JobStatus = "pending" | "running" | "completed" | "dead" | "cancelled";
 export const JOB_STATUSES: readonly JobStatus[] = ["pending", "running", "completed", "dead", "cancelled"];
 
+/**
+ * A job as stored. Timestamps are what node-postgres makes of them: a plain-SQL
+ * enqueue may store `run_at = 'infinity'` (read as the number Infinity) or a
+ * year past +275760 (an Invalid Date); show them with `timestampText`.
+ */
 export interface JobRow {
   id: string;
   queue: string;

@@ -14,7 +14,8 @@ import type { Skipq } from "../core/client.js";
 import { defaultLogger, type Logger } from "../core/logger.js";
 import { type Duration, toMs } from "../core/validate.js";
 import type { Worker } from "../worker/worker.js";
-import { Admin, type QueueOverview } from "./admin.js";
+import { Admin } from "./admin.js";
+import type { QueueOverview } from "./adminTypes.js";
 import { HEALTH_CHECKS, type HealthOptions, type HealthReport } from "./health.js";
 
 export interface MetricsOptions {

@@ -13,6 +13,7 @@ import type { Logger } from "../core/logger.js";
 import type { ClaimedRow, JobStore } from "../db/jobStore.js";
 import type { PauseTarget } from "../flow/pause.js";
 import { Service } from "../maintenance/service.js";
+import { claimTypes } from "./claimedJob.js";
 
 export interface ClaimerOptions {
   jobs: JobStore;
@@ -67,17 +68,23 @@ export class Claimer {
     const o = this.o;
     if (!this.refreshed) await this.refresh(); // e.g. worker.runOnce() without start()
     if (this.limited.size === 0) {
-      return o.jobs.claim({ queues: o.queues, limit, workerId: o.workerId, leaseMs: o.leaseMs, agingMs: o.agingMs });
+      return o.jobs.claim(
+        { queues: o.queues, limit, workerId: o.workerId, leaseMs: o.leaseMs, agingMs: o.agingMs },
+        claimTypes,
+      );
     }
-    return o.jobs.claimLimited({
-      freeQueues: o.queues.filter((q) => !this.limited.has(q)),
-      limitedQueues: o.queues.filter((q) => this.limited.has(q)),
-      limit,
-      workerId: o.workerId,
-      leaseMs: o.leaseMs,
-      agingMs: o.agingMs ?? null,
-      lookahead: Math.min(5000, Math.max(100, limit * 10)),
-    });
+    return o.jobs.claimLimited(
+      {
+        freeQueues: o.queues.filter((q) => !this.limited.has(q)),
+        limitedQueues: o.queues.filter((q) => this.limited.has(q)),
+        limit,
+        workerId: o.workerId,
+        leaseMs: o.leaseMs,
+        agingMs: o.agingMs ?? null,
+        lookahead: Math.min(5000, Math.max(100, limit * 10)),
+      },
+      claimTypes,
+    );
   }
 
   /** Pauses `key` of `queue` (null: the whole queue); the queue takes the limited claim from now on. */

@@ -39,7 +39,9 @@ export interface CompleterOptions {
 export class Completer {
   /** Unwritten outcomes at which the worker stops claiming. */
   readonly maxBacklog: number;
-  private completions: Array<{ id: string; lease: string }> = [];
+  /** Successes waiting to be written: ids and their leases, index for index (two arrays: no object per job). */
+  private completedIds: string[] = [];
+  private completedLeases: string[] = [];
   private settlements: Settlement[] = [];
   /** Outcomes taken by the flush in progress. */
   private inFlight = 0;
@@ -52,7 +54,7 @@ export class Completer {
 
   /** Outcomes recorded here but not yet written. */
   get backlog(): number {
-    return this.completions.length + this.settlements.length + this.inFlight;
+    return this.completedIds.length + this.settlements.length + this.inFlight;
   }
 
   /** True while the backlog is at its cap: claim nothing more until it drains. */
@@ -67,7 +69,8 @@ export class Completer {
       this.settlements.push({ id: job.id, lease, action, error: null, delayMs: 0, fingerprint: null, ...fields });
     switch (outcome) {
       case "completed":
-        this.completions.push({ id: job.id, lease });
+        this.completedIds.push(job.id);
+        this.completedLeases.push(lease);
         break;
       case "snoozed":
         settle("snooze", { delayMs: (error as RetryIn).delayMs });
@@ -106,31 +109,35 @@ export class Completer {
   /** Writes every queued outcome; resolves when none is left (or they were given up). */
   async flush(): Promise<void> {
     while (this.flushing) await this.flushing;
-    if (this.completions.length === 0 && this.settlements.length === 0) return;
+    if (this.completedIds.length === 0 && this.settlements.length === 0) return;
     this.flushing = this.flushNow().finally(() => {
       this.flushing = undefined;
     });
     await this.flushing;
     this.o.onFlushed();
-    if (this.completions.length > 0 || this.settlements.length > 0) await this.flush();
+    if (this.completedIds.length > 0 || this.settlements.length > 0) await this.flush();
   }
 
   private async flushNow(): Promise<void> {
-    const completions = this.completions.splice(0, this.o.outcomeBatchSize);
+    const ids = this.completedIds.splice(0, this.o.outcomeBatchSize);
+    const leases = this.completedLeases.splice(0, this.o.outcomeBatchSize);
     const settlements = this.settlements.splice(0, this.o.outcomeBatchSize);
-    this.inFlight = completions.length + settlements.length;
+    this.inFlight = ids.length + settlements.length;
     try {
       for (let attempt = 1; ; attempt++) {
         try {
           if (settlements.length > 0) {
-            this.noteStale(settlements, await this.o.jobs.settleMany(settlements));
+            this.noteStale(
+              settlements.map((x) => x.id),
+              (await this.o.jobs.settleMany(settlements)).map((r) => r.id),
+            );
             settlements.length = 0;
           }
-          if (completions.length > 0) {
-            const accepted = await this.o.jobs.completeMany(completions);
+          if (ids.length > 0) {
+            const accepted = await this.o.jobs.completeMany(ids, leases);
             this.o.stats.completed += accepted.length;
-            this.noteStale(completions, accepted);
-            completions.length = 0;
+            this.noteStale(ids, accepted);
+            ids.length = 0;
           }
           return;
         } catch (error) {
@@ -138,7 +145,7 @@ export class Completer {
           // Outcomes are retried until their leases would have expired anyway; then the reaper takes over.
           if (attempt * 250 > this.o.lockTimeoutMs || this.o.stopped()) {
             this.o.logger.error(
-              { err: error, jobs: completions.length + settlements.length },
+              { err: error, jobs: ids.length + settlements.length },
               "skipq: could not record outcomes; their leases will expire and the jobs run again",
             );
             return;
@@ -152,10 +159,10 @@ export class Completer {
     }
   }
 
-  private noteStale(sent: ReadonlyArray<{ id: string }>, accepted: ReadonlyArray<string | { id: string }>): void {
+  private noteStale(sent: readonly string[], accepted: readonly string[]): void {
     if (accepted.length === sent.length) return;
-    const kept = new Set(accepted.map((a) => (typeof a === "string" ? a : a.id)));
-    const stale = sent.map((s) => s.id).filter((id) => !kept.has(id));
+    const kept = new Set(accepted);
+    const stale = sent.filter((id) => !kept.has(id));
     this.o.stats.staleOutcomes += stale.length;
     this.o.logger.warn(
       { jobs: stale },

@@ -110,8 +110,10 @@ export class Executor {
     const { job, controller } = running;
     const logger = this.o.logger;
     let log: Logger | undefined;
+    // A payload its schema transformed replaces the claimed one on the job itself (no copy per job).
+    if (payload !== job.payload) job.payload = payload;
     return {
-      job: { ...job, payload },
+      job,
       id: job.id,
       attempt: job.attempt,
       // Made on first use: most handlers read neither.

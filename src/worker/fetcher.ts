@@ -13,6 +13,7 @@
 import type { Logger } from "../core/logger.js";
 import type { ClaimedRow } from "../db/jobStore.js";
 import { claimSpan } from "../ops/telemetry.js";
+import { ClaimedJob, parseTimestamptz } from "./claimedJob.js";
 import { LazyAbortController } from "./lazyAbort.js";
 import type { ClaimInfo, Job, Running, WorkerHooks, WorkerStats } from "./types.js";
 import { backoffWait, Wakeup } from "./wakeup.js";
@@ -164,12 +165,12 @@ export class Fetcher {
     const trace = claimSpan(startedAt, this.o.queues, rows.length);
     this.o.stats.claimed += rows.length;
     const claimed: Running[] = rows.map((row) => {
-      const running = held(row, trace);
+      const running = new Held(row, trace);
       this.o.held.set(running.job.id, running);
       return running;
     });
     const jobs = claimed.map((r) => r.job);
-    this.o.onClaimed(jobs, { durationMs, claimedAt: (rows[0] as ClaimedRow).locked_at });
+    this.o.onClaimed(jobs, { durationMs, claimedAt: parseTimestamptz((rows[0] as ClaimedRow).locked_at) });
     await this.o.hooks?.afterClaimCommit?.(jobs);
     this.buffer.push(...claimed);
     return claimed;
@@ -203,35 +204,42 @@ export class Fetcher {
   }
 }
 
-/** The record of a job just claimed: leased, not started. */
-function held(row: ClaimedRow, trace: Running["trace"]): Running {
-  const job: Job = {
-    id: row.id,
-    queue: row.queue,
-    kind: row.kind,
-    payload: row.payload,
-    priority: row.priority,
-    attempt: row.attempts,
-    maxAttempts: row.max_attempts,
-    runAt: row.run_at,
-    createdAt: row.created_at,
-    headers: row.headers ?? {},
-    lease: row.lease,
-    concurrencyKey: row.concurrency_key,
-  };
-  let settle: () => void = () => undefined;
-  const done = new Promise<void>((resolve) => {
-    settle = resolve;
-  });
-  return {
-    job,
-    lease: row.lease,
-    controller: new LazyAbortController(),
-    startedAt: 0,
-    trace,
-    detached: false,
-    started: false,
-    done,
-    settle,
-  };
+/**
+ * The record of a job just claimed: leased, not started. Its `done` promise is made only when someone
+ * waits for it (stop, runOnce): most jobs settle unobserved, and a promise per job was measurable GC.
+ */
+class Held implements Running {
+  readonly job: ClaimedJob;
+  readonly lease: string;
+  readonly controller = new LazyAbortController();
+  startedAt = 0;
+  detached = false;
+  started = false;
+  private settled = false;
+  private waiting: { promise: Promise<void>; resolve: () => void } | undefined;
+
+  constructor(
+    row: ClaimedRow,
+    readonly trace: Running["trace"],
+  ) {
+    this.job = new ClaimedJob(row);
+    this.lease = row.lease;
+  }
+
+  get done(): Promise<void> {
+    if (this.settled) return Promise.resolve();
+    if (!this.waiting) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => {
+        resolve = r;
+      });
+      this.waiting = { promise, resolve };
+    }
+    return this.waiting.promise;
+  }
+
+  settle(): void {
+    this.settled = true;
+    this.waiting?.resolve();
+  }
 }

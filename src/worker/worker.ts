@@ -182,6 +182,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
           (maintenance === true ? undefined : maintenance.reaperInterval) ?? options.reaperInterval ?? "5s",
         store: this.store,
         holder: s.id,
+        jobLeaseMs: s.lockTimeoutMs,
         logger: this.logger,
         onReaped: (jobs) => this.emit("reaped", jobs),
       });

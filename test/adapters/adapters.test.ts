@@ -107,8 +107,8 @@ afterAll(async () => {
 async function counts(tag: string) {
   const { rows } = await t.db.query(
     `SELECT (SELECT count(*)::int FROM "${t.schema}".orders WHERE id LIKE $1) AS orders,
-            (SELECT count(*)::int FROM "${t.schema}".jobs WHERE payload->>'tag' = $2) AS jobs,
-            (SELECT count(*)::int FROM "${t.schema}".jobs WHERE payload->>'tag' = $2 AND jsonb_typeof(payload) = 'object') AS object_payloads,
+            (SELECT count(*)::int FROM "${t.schema}".all_jobs WHERE payload->>'tag' = $2) AS jobs,
+            (SELECT count(*)::int FROM "${t.schema}".all_jobs WHERE payload->>'tag' = $2 AND jsonb_typeof(payload) = 'object') AS object_payloads,
             (SELECT count(*)::int FROM "${t.schema}".outbox WHERE event->>'tag' = $2) AS events`,
     [`${tag}%`, tag],
   );

@@ -45,8 +45,9 @@ beforeAll(async () => {
   await worker.start();
   // History for the throughput chart: completions spread over the last hour.
   await t.db.query(
-    `INSERT INTO "${t.schema}".jobs (queue, kind, status, attempts, completed_at, created_at, updated_at)
-     SELECT q, 'welcome-email', 'completed', 1, c, c, c
+    `INSERT INTO "${t.schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at,
+                                           created_at, finished_at)
+     SELECT nextval(pg_get_serial_sequence('"${t.schema}".jobs', 'id')), q, 'welcome-email', '{}', 'completed', 0, 1, 10, c, c, c
        FROM generate_series(1, 900) g,
             LATERAL (SELECT CASE WHEN g % 3 = 0 THEN 'billing' ELSE 'email' END AS q,
                             now() - (((g * 37) % 60) || ' minutes')::interval
@@ -56,7 +57,7 @@ beforeAll(async () => {
   await t.skipq.enqueue(invoice, { customer: "acme", amount: 1200, apiKey: "sk-live-secret" });
   await t.skipq.enqueue(invoice, { customer: "globex", amount: 340, apiKey: "sk-live-secret" });
   await until("one invoice dead", async () => {
-    const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE status = 'dead'`);
+    const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE status = 'dead'`);
     return rows[0].n === 1;
   });
   dashboard = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {} });

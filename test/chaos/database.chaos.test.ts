@@ -29,7 +29,10 @@ const suite = chaosSuite();
 const queue = (label: string) => suite.queue(label);
 const { workers } = suite;
 
-/** Makes the first `times` row updates matching `when` sleep in the server, so a test can catch the statement mid-flight. */
+/**
+ * Makes the first `times` row updates or deletes matching `when` sleep in the server, so a test can catch the
+ * statement mid-flight (a claim is an UPDATE; a completion DELETEs the live row to move it to history).
+ */
 async function stallUpdates(q: ChaosQueue, when: string, times: number): Promise<void> {
   const s = `"${q.schema}"`;
   await q.db.query(`CREATE SEQUENCE ${s}.chaos_ticks`);
@@ -37,10 +40,10 @@ async function stallUpdates(q: ChaosQueue, when: string, times: number): Promise
     BEGIN
       -- nextval is not transactional: a rolled-back stall still counts, so only the first few stall.
       IF ${when} AND nextval('${s}.chaos_ticks') <= ${times} THEN PERFORM pg_sleep(10); END IF;
-      RETURN NEW;
+      RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
     END $$`);
   await q.db.query(
-    `CREATE TRIGGER chaos_stall BEFORE UPDATE ON ${s}.jobs FOR EACH ROW EXECUTE FUNCTION ${s}.chaos_stall()`,
+    `CREATE TRIGGER chaos_stall BEFORE UPDATE OR DELETE ON ${s}.jobs FOR EACH ROW EXECUTE FUNCTION ${s}.chaos_stall()`,
   );
 }
 
@@ -94,7 +97,7 @@ describe("database faults", () => {
     await until("every job completed", async () => (await statusCounts(q)).completed === 50);
     expect(runs.length).toBe(50);
     expect(new Set(runs).size).toBe(50);
-    const { rows } = await q.db.query(`SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE attempts <> 1`);
+    const { rows } = await q.db.query(`SELECT count(*)::int AS n FROM "${q.schema}".all_jobs WHERE attempts <> 1`);
     expect(rows[0].n).toBe(0);
     const reconnect = maxOf(reconnectMs) ?? 0;
     expect(reconnect).toBeLessThan(1000 + SLACK_MS);
@@ -112,7 +115,7 @@ describe("database faults", () => {
   it("D3: an outcome write whose connection is terminated is retried on a new connection and the job does not run again", async () => {
     const q = await queue("d3");
     await enqueueChaos(q, 20, {});
-    await stallUpdates(q, "NEW.status = 'completed'", 2);
+    await stallUpdates(q, "TG_OP = 'DELETE'", 2);
     const runs: string[] = [];
     const worker = inProcessWorker(q, (job) => runs.push(job.id));
     let outcomeRetries = 0;
@@ -120,15 +123,15 @@ describe("database faults", () => {
       if (context === "outcome") outcomeRetries++;
     });
     await worker.start();
-    await terminateStalled(q, "%SET status = 'completed'%");
-    await terminateStalled(q, "%SET status = 'completed'%");
+    await terminateStalled(q, "%WITH done AS%");
+    await terminateStalled(q, "%WITH done AS%");
     await until("every job completed", async () => (await statusCounts(q)).completed === 20);
     expect(runs.length).toBe(20);
     expect(outcomeRetries).toBeGreaterThanOrEqual(2);
     expect(worker.stats.completed).toBe(20);
     recordResult({
       row: "D3",
-      title: "pg_terminate_backend on the outcome write (UPDATE … status = 'completed'), twice",
+      title: "pg_terminate_backend on the outcome write (the completion moving rows to history), twice",
       config: CHAOS_CONFIG,
       lost: 0,
       duplicates: runs.length - 20,
@@ -227,7 +230,9 @@ describe("database faults", () => {
     const inFlight: number[] = [];
     for (const fraction of [0.1, 0.5, 0.9]) {
       await until(`${fraction * 100} % drained`, async () => (await terminalCount(q)) >= jobs * fraction, 120_000, 50);
-      const { rows } = await q.db.query(`SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE status = 'running'`);
+      const { rows } = await q.db.query(
+        `SELECT count(*)::int AS n FROM "${q.schema}".all_jobs WHERE status = 'running'`,
+      );
       inFlight.push(rows[0].n);
       await suite.server.restart();
       const readyAt = Date.now();

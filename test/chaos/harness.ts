@@ -172,7 +172,7 @@ export async function enqueueChaos(q: ChaosQueue, count: number, spec: Record<st
 }
 
 export async function statusCounts(q: ChaosQueue): Promise<Record<string, number>> {
-  const { rows } = await q.db.query(`SELECT status, count(*)::int AS n FROM "${q.schema}".jobs GROUP BY status`);
+  const { rows } = await q.db.query(`SELECT status, count(*)::int AS n FROM "${q.schema}".all_jobs GROUP BY status`);
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
@@ -183,7 +183,7 @@ export function until<T>(what: string, check: () => T | Promise<T>, timeoutMs = 
 
 export async function terminalCount(q: ChaosQueue): Promise<number> {
   const { rows } = await q.db.query(
-    `SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE status IN ('completed', 'dead', 'cancelled')`,
+    `SELECT count(*)::int AS n FROM "${q.schema}".all_jobs WHERE status IN ('completed', 'dead', 'cancelled')`,
   );
   return rows[0].n;
 }

@@ -97,7 +97,7 @@ describe("bad inputs", () => {
     const error = await skipq.enqueue("chaos", over).catch((e: unknown) => e);
     await end();
     expect(codeOf(error)).toBe("SKIPQ_PAYLOAD_TOO_LARGE");
-    const { rows } = await q.db.query(`SELECT payload FROM "${q.schema}".jobs WHERE id = $1`, [id]);
+    const { rows } = await q.db.query(`SELECT payload FROM "${q.schema}".all_jobs WHERE id = $1`, [id]);
     expect(rows[0].payload).toEqual(atCap);
     recordResult({
       row: "I2",
@@ -119,7 +119,7 @@ describe("bad inputs", () => {
     });
     expect(await worker.runOnce()).toBe(1);
     await worker.stop();
-    const { rows } = await q.db.query(`SELECT status, last_error FROM "${q.schema}".jobs WHERE id = $1`, [id]);
+    const { rows } = await q.db.query(`SELECT status, last_error FROM "${q.schema}".all_jobs WHERE id = $1`, [id]);
     expect(rows[0].status).toBe("dead");
     expect(rows[0].last_error.includes("\u0000")).toBe(false);
     expect(rows[0].last_error.length).toBeLessThan(9000);
@@ -163,7 +163,7 @@ describe("bad inputs", () => {
             return;
           }
           accepted++;
-          const { rows } = await q.db.query(`SELECT payload FROM "${q.schema}".jobs WHERE id = $1`, [id]);
+          const { rows } = await q.db.query(`SELECT payload FROM "${q.schema}".all_jobs WHERE id = $1`, [id]);
           expect(rows[0].payload).toStrictEqual(coerce(JSON.parse(JSON.stringify(value))));
           expect(coerce(rows[0].payload)).toEqual(coerce(value));
         },
@@ -173,7 +173,7 @@ describe("bad inputs", () => {
     // I5: invalid UTF-8 bytes decode to U+FFFD in JS, which is valid and stored as is; lone surrogates are rejected.
     const replaced = Buffer.from([0x61, 0xff, 0xfe, 0x62]).toString("utf8");
     const { id } = await q.skipq.enqueue("chaos", { s: replaced });
-    const { rows } = await q.db.query(`SELECT payload->>'s' AS s FROM "${q.schema}".jobs WHERE id = $1`, [id]);
+    const { rows } = await q.db.query(`SELECT payload->>'s' AS s FROM "${q.schema}".all_jobs WHERE id = $1`, [id]);
     expect(rows[0].s).toBe("a\uFFFD\uFFFDb");
     expect(codeOf(await q.skipq.enqueue("chaos", { s: "\uD800x" }).catch((e: unknown) => e))).toBe(
       "SKIPQ_PAYLOAD_NOT_JSON",
@@ -230,7 +230,7 @@ describe("bad inputs", () => {
           const sentBefore = sent();
           try {
             const { id } = asQueue ? await skipq.enqueue("chaos", {}, { queue: name }) : await skipq.enqueue(name, {});
-            const { rows } = await q.db.query(`SELECT queue, kind FROM "${q.schema}".jobs WHERE id = $1`, [id]);
+            const { rows } = await q.db.query(`SELECT queue, kind FROM "${q.schema}".all_jobs WHERE id = $1`, [id]);
             expect(asQueue ? rows[0].queue : rows[0].kind).toBe(name);
             stored++;
           } catch (error) {
@@ -299,7 +299,7 @@ describe("bad inputs", () => {
   it("I9: 100,000 jobs in one enqueueMany call succeed, and inside a rolled-back transaction leave nothing", async () => {
     const s = `"${q.schema}"`;
     const count = async () =>
-      (await q.db.query(`SELECT count(*)::int AS n FROM ${s}.jobs WHERE kind = 'bulk'`)).rows[0].n;
+      (await q.db.query(`SELECT count(*)::int AS n FROM ${s}.all_jobs WHERE kind = 'bulk'`)).rows[0].n;
     const items = Array.from({ length: 100_000 }, (_, i) => ({ job: "bulk", payload: { i } }));
     const t0 = performance.now();
     const results = await q.skipq.enqueueMany(items);
@@ -394,7 +394,7 @@ describe("bad inputs", () => {
     await worker.runOnce();
     await worker.stop();
     const { rows } = await q.db.query(
-      `SELECT status, attempts FROM "${q.schema}".jobs WHERE kind = 'send-email' GROUP BY status, attempts`,
+      `SELECT status, attempts FROM "${q.schema}".all_jobs WHERE kind = 'send-email' GROUP BY status, attempts`,
     );
     expect(rows).toEqual([{ status: "dead", attempts: 1 }]);
     expect(calls).toBe(0);

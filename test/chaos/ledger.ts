@@ -196,7 +196,7 @@ export async function reconcile(
   }>(
     `SELECT id::text, status, lease::text, attempts, max_attempts,
             (status = 'running' AND lease_expires_at > now()) AS live
-       FROM "${schema}".jobs WHERE kind = 'chaos'`,
+       FROM "${schema}".all_jobs WHERE kind = 'chaos'`,
   );
   const byJob = new Map<string, Execution[]>();
   for (const run of executions.values()) {

@@ -39,7 +39,7 @@ describe("process faults", () => {
       await until("some progress before the next kill", async () => (await terminalCount(q)) >= (jobs * (k + 1)) / 8);
       // A random victim among the workers with jobs in flight (a kill of an idle worker tests nothing).
       const { rows: busy } = await q.db.query(
-        `SELECT split_part(locked_by, ':', 2)::int AS pid FROM "${q.schema}".jobs WHERE status = 'running' GROUP BY 1`,
+        `SELECT split_part(locked_by, ':', 2)::int AS pid FROM "${q.schema}".all_jobs WHERE status = 'running' GROUP BY 1`,
       );
       const candidates = live.filter((w) => busy.some((b) => b.pid === w.pid));
       const victim = candidates[Math.floor(Math.random() * candidates.length)];
@@ -50,7 +50,7 @@ describe("process faults", () => {
       await victim.exited;
       // In flight on the victim = claimed and no outcome committed; frozen now that it is dead (the lease is 2 s).
       const { rows } = await q.db.query(
-        `SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE status = 'running' AND locked_by LIKE $1`,
+        `SELECT count(*)::int AS n FROM "${q.schema}".all_jobs WHERE status = 'running' AND locked_by LIKE $1`,
         [`%:${victim.pid}:%`],
       );
       inFlightAtKill.push(rows[0].n);
@@ -196,7 +196,7 @@ describe("process faults", () => {
     const exitMs = exit.at - signalAt;
     expect(exit.code).toBe(0);
     expect(exitMs).toBeLessThan(1000 + 500 + 2000 + SLACK_MS);
-    const { rows } = await q.db.query(`SELECT status, attempts FROM "${q.schema}".jobs ORDER BY id`);
+    const { rows } = await q.db.query(`SELECT status, attempts FROM "${q.schema}".all_jobs ORDER BY id`);
     // Released: available at once, the attempt not counted.
     expect(rows).toEqual([
       { status: "pending", attempts: 0 },
@@ -261,7 +261,7 @@ describe("process faults", () => {
     await until("every job dead", async () => (await statusCounts(q)).dead === shapes.length, 30_000);
     expect(w.proc.exitCode).toBe(null);
     const { rows } = await q.db.query(
-      `SELECT payload->>'throws' AS shape, attempts, last_error FROM "${q.schema}".jobs ORDER BY id`,
+      `SELECT payload->>'throws' AS shape, attempts, last_error FROM "${q.schema}".all_jobs ORDER BY id`,
     );
     for (const row of rows) {
       expect(row.attempts).toBe(2);
@@ -283,7 +283,7 @@ describe("process faults", () => {
   it("P8: a handler that never resolves is timed out and does not starve the other jobs", async () => {
     const q = await queue("p8");
     const measure = async (stuck: number): Promise<number> => {
-      await q.db.query(`DELETE FROM "${q.schema}".jobs`);
+      await q.db.query(`DELETE FROM "${q.schema}".jobs; DELETE FROM "${q.schema}".job_history`);
       await q.db.query(
         `INSERT INTO "${q.schema}".jobs (kind, payload, max_attempts) SELECT 'chaos', '{"never":true}', 1 FROM generate_series(1, $1)`,
         [stuck],
@@ -303,12 +303,12 @@ describe("process faults", () => {
     const counts = await statusCounts(q);
     expect(counts).toEqual({ completed: 200, dead: 2 });
     const { rows } = await q.db.query(
-      `SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE last_error LIKE '%jobTimeout%'`,
+      `SELECT count(*)::int AS n FROM "${q.schema}".all_jobs WHERE last_error LIKE '%jobTimeout%'`,
     );
     expect(rows[0].n).toBe(2);
     // The slot is freed: each stuck job's end is recorded about jobTimeout (300 ms) after its start.
     const entries = ledgerOf(q);
-    const { rows: dead } = await q.db.query(`SELECT id::text FROM "${q.schema}".jobs WHERE status = 'dead'`);
+    const { rows: dead } = await q.db.query(`SELECT id::text FROM "${q.schema}".all_jobs WHERE status = 'dead'`);
     const stuck = entries.filter((e) => e.e === "outcome" && dead.some((d) => d.id === e.id));
     const held = stuck.map((o) => o.t - (entries.find((e) => e.e === "start" && e.id === o.id)?.t ?? 0));
     expect(held.length).toBe(2);

@@ -98,7 +98,7 @@ describe("races", () => {
     expect(r.attemptsOverMax).toBe(0);
     expect(r.duplicates).toBe(0);
     expect(r.executions).toBe(r.distinctJobs + r.policyRetries);
-    const { rows } = await q.db.query(`SELECT sum(attempts)::int AS attempts FROM "${q.schema}".jobs`);
+    const { rows } = await q.db.query(`SELECT sum(attempts)::int AS attempts FROM "${q.schema}".all_jobs`);
     expect(rows[0].attempts).toBe(r.executions);
     recordResult({
       row: "C2",
@@ -120,7 +120,7 @@ describe("races", () => {
     let staleCompletions = 0;
     try {
       for (const reaperFirst of [false, true]) {
-        await q.db.query(`DELETE FROM ${s}.jobs`);
+        await q.db.query(`DELETE FROM ${s}.jobs; DELETE FROM ${s}.job_history`);
         await enqueueChaos(q, 1, {});
         const { rows } = await q.db.query(q.skipq.store.sql.jobs.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
         const job = rows[0];
@@ -134,7 +134,7 @@ describe("races", () => {
           completion = worker.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[job.id], [job.lease]]);
           await until("the completion waits on the reaper's row lock", async () => {
             const { rows: waiting } = await q.db.query(
-              "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%completed_at%'",
+              "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%WITH done AS%'",
             );
             return waiting.length > 0;
           });
@@ -145,7 +145,7 @@ describe("races", () => {
           expect((await completion).rowCount).toBe(1);
           await reaper.query(maintenance.jobReapExpired.text, [1000]);
           await reaper.query("COMMIT");
-          const { rows: after } = await q.db.query(`SELECT status FROM ${s}.jobs WHERE id = $1`, [job.id]);
+          const { rows: after } = await q.db.query(`SELECT status FROM ${s}.all_jobs WHERE id = $1`, [job.id]);
           if (after[0].status !== "completed") reverted++;
         }
       }
@@ -266,7 +266,7 @@ describe("races", () => {
       const again = await Promise.all(migrators.slice(1, 6).map((m) => m.migrate()));
       expect(again.every((r) => r.applied.length === 0 && r.to === latestVersion())).toBe(true);
       await until("the live worker still runs jobs", async () => {
-        const { rows } = await first.pool.query(`SELECT status FROM "${schema}".jobs`);
+        const { rows } = await first.pool.query(`SELECT status FROM "${schema}".all_jobs`);
         return rows[0]?.status === "completed";
       });
       recordResult({
@@ -300,7 +300,7 @@ describe("races", () => {
     } finally {
       await Promise.all(conns.map((c) => c.end()));
     }
-    const { rows } = await q.db.query(`SELECT id FROM "${q.schema}".jobs`);
+    const { rows } = await q.db.query(`SELECT id FROM "${q.schema}".all_jobs`);
     expect(rows.length).toBe(1);
     const committedIds = new Set(results.filter((r) => r.committed).map((r) => r.id));
     expect([...committedIds]).toEqual([rows[0].id]);

@@ -69,7 +69,7 @@ describe("pools, scale and time", () => {
     await until(
       "every job completed",
       async () => {
-        const { rows } = await q.db.query(`SELECT id::text FROM "${q.schema}".jobs WHERE status = 'completed'`);
+        const { rows } = await q.db.query(`SELECT id::text FROM "${q.schema}".all_jobs WHERE status = 'completed'`);
         for (const r of rows) if (!completedAt.has(r.id)) completedAt.set(r.id, Date.now());
         return rows.length === 12;
       },
@@ -100,8 +100,10 @@ describe("pools, scale and time", () => {
     const s = `"${big.schema}"`;
     const t0 = Date.now();
     await big.db.query(
-      `INSERT INTO ${s}.jobs (kind, status, attempts, completed_at, run_at)
-       SELECT 'chaos', 'completed', 1, now(), now() - interval '1 day' FROM generate_series(1, $1)`,
+      `INSERT INTO ${s}.job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at,
+                                    created_at, finished_at)
+       SELECT i, 'default', 'chaos', '{}', 'completed', 0, 1, 10, now() - interval '1 day', now() - interval '1 day', now()
+         FROM generate_series(1, $1) AS i`,
       [HISTORY_ROWS],
     );
     // Future jobs: pending, but not claimable yet.
@@ -110,6 +112,7 @@ describe("pools, scale and time", () => {
       [HISTORY_ROWS / 10],
     );
     await big.db.query(`VACUUM ANALYZE ${s}.jobs`);
+    await big.db.query(`ANALYZE ${s}.job_history`);
     const buildMs = Date.now() - t0;
     const plan = await big.db.query(`EXPLAIN ${big.skipq.store.sql.jobs.jobClaimBatch.text}`, [
       ["default"],
@@ -170,7 +173,7 @@ describe("pools, scale and time", () => {
     );
     await until("every job completed", async () => (await terminalCount(q)) === 6, 30_000);
     const { rows } = await q.db.query(
-      `SELECT id::text, (extract(epoch FROM run_at) * 1000)::float8 AS run_at_ms FROM "${q.schema}".jobs WHERE id > 1`,
+      `SELECT id::text, (extract(epoch FROM run_at) * 1000)::float8 AS run_at_ms FROM "${q.schema}".all_jobs WHERE id > 1`,
     );
     const starts = ledgerOf(q).filter((e) => e.e === "start");
     const earliness = rows.map((r) => (starts.find((e) => e.id === r.id)?.t ?? 0) - r.run_at_ms);

@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 async function jobCount(): Promise<number> {
-  const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs`);
+  const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs`);
   return rows[0].n;
 }
 
@@ -151,7 +151,7 @@ describe("worker refuses a bad tasks module without claiming anything", () => {
   });
 
   async function expectUntouched(): Promise<void> {
-    const { rows } = await t.db.query(`SELECT status, attempts, locked_by FROM "${t.schema}".jobs WHERE id = $1`, [
+    const { rows } = await t.db.query(`SELECT status, attempts, locked_by FROM "${t.schema}".all_jobs WHERE id = $1`, [
       jobId,
     ]);
     expect(rows[0]).toEqual({ status: "pending", attempts: 0, locked_by: null });

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { main } from "../../src/cli/main.js";
-import { DATABASE_URL, schemaName, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, finishJobs, schemaName, type TestQueue, testQueue } from "../helpers.js";
 import { skipq } from "./run.js";
 
 let t: TestQueue;
@@ -19,7 +19,7 @@ afterAll(async () => {
 });
 
 async function row(id: string) {
-  const { rows } = await t.db.query(`SELECT * FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT * FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   return rows[0];
 }
 
@@ -80,7 +80,7 @@ describe.concurrent("cli commands", () => {
     test("enqueue --delay sets run_at that far ahead on the database clock", async () => {
       const id = await enqueue("later", "--delay", "1h");
       const { rows } = await t.db.query(
-        `SELECT extract(epoch FROM run_at - created_at) AS ahead FROM "${t.schema}".jobs WHERE id = $1`,
+        `SELECT extract(epoch FROM run_at - created_at) AS ahead FROM "${t.schema}".all_jobs WHERE id = $1`,
         [id],
       );
       expect(Number(rows[0].ahead)).toBeCloseTo(3600, 0);
@@ -103,7 +103,7 @@ describe.concurrent("cli commands", () => {
       const json = await skipq(["enqueue", "charge", "--idempotency-key", "order-42", "--json"], env);
       expect(JSON.parse(json.stdout)).toEqual({ id: first, created: false });
       const { rows } = await t.db.query(
-        `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE idempotency_key = 'order-42'`,
+        `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE idempotency_key = 'order-42'`,
       );
       expect(rows[0].n).toBe(1);
     });
@@ -115,7 +115,7 @@ describe.concurrent("cli commands", () => {
       await enqueue("a", "--queue", queue);
       await enqueue("a", "--queue", queue, "--delay", "1h");
       const dead = await enqueue("a", "--queue", queue);
-      await t.db.query(`UPDATE "${t.schema}".jobs SET status = 'dead' WHERE id = $1`, [dead]);
+      await finishJobs(t.db, t.schema, [dead], "dead");
       const result = await skipq(["stats", "--json"], env);
       expect(result.code).toBe(0);
       const stats = JSON.parse(result.stdout);
@@ -123,7 +123,7 @@ describe.concurrent("cli commands", () => {
       expect(stats.queues.find((q: { queue: string }) => q.queue === queue)).toEqual({
         queue,
         paused: false,
-        pending: 2,
+        pending: 1,
         scheduled: 1,
         running: 0,
         completed: 0,
@@ -132,7 +132,7 @@ describe.concurrent("cli commands", () => {
         oldestPendingSeconds: expect.any(Number),
       });
       const human = await skipq(["stats"], env);
-      expect(human.stdout).toMatch(/statsq\s+│\s+2 │\s+1 │/);
+      expect(human.stdout).toMatch(/statsq\s+│\s+1 │\s+1 │/);
     });
 
     test("jobs filters by status and queue and honours --limit", async () => {
@@ -142,7 +142,7 @@ describe.concurrent("cli commands", () => {
         await enqueue("x", "--queue", queue),
         await enqueue("x", "--queue", queue),
       ];
-      await t.db.query(`UPDATE "${t.schema}".jobs SET status = 'completed' WHERE id = $1`, [ids[0]]);
+      await finishJobs(t.db, t.schema, [ids[0] as string], "completed");
       const pending = JSON.parse(
         (await skipq(["jobs", "--queue", queue, "--status", "pending", "--json"], env)).stdout,
       );
@@ -178,7 +178,7 @@ describe.concurrent("cli commands", () => {
   describe("act", () => {
     test("retry <id> puts a dead job back to pending with fresh attempts", async () => {
       const id = await enqueue("flaky");
-      await t.db.query(`UPDATE "${t.schema}".jobs SET status = 'dead', attempts = 10 WHERE id = $1`, [id]);
+      await finishJobs(t.db, t.schema, [id], "dead", { attempts: 10 });
       const result = await skipq(["retry", id], env);
       expect(result.code).toBe(0);
       expect(await row(id)).toMatchObject({ status: "pending", attempts: 0 });
@@ -187,7 +187,7 @@ describe.concurrent("cli commands", () => {
     test("retry --dead --queue retries only that queue's dead jobs", async () => {
       const mine = await enqueue("flaky", "--queue", "retryq");
       const other = await enqueue("flaky", "--queue", "otherq");
-      await t.db.query(`UPDATE "${t.schema}".jobs SET status = 'dead' WHERE id = ANY($1)`, [[mine, other]]);
+      await finishJobs(t.db, t.schema, [mine, other], "dead");
       const result = await skipq(["retry", "--dead", "--queue", "retryq", "--json"], env);
       expect(JSON.parse(result.stdout)).toEqual({ retried: 1 });
       expect((await row(mine)).status).toBe("pending");
@@ -200,10 +200,9 @@ describe.concurrent("cli commands", () => {
         await enqueue("fpkind", "--queue", "fpq"),
         await enqueue("fpkind", "--queue", "fpq"),
       ];
-      await t.db.query(
-        `UPDATE "${t.schema}".jobs SET status = 'dead', error_fingerprint = CASE WHEN id = $1 THEN 'bbbbbbbbbbbbbbbb' ELSE 'aaaaaaaaaaaaaaaa' END, last_error = 'Error: boom' WHERE id = ANY($2)`,
-        [c, [a, b, c]],
-      );
+      const boom = { lastError: "Error: boom" };
+      await finishJobs(t.db, t.schema, [a, b], "dead", { ...boom, fingerprint: "aaaaaaaaaaaaaaaa" });
+      await finishJobs(t.db, t.schema, [c], "dead", { ...boom, fingerprint: "bbbbbbbbbbbbbbbb" });
       const groups = JSON.parse((await skipq(["dead", "--queue", "fpq", "--json"], env)).stdout).groups;
       expect(groups).toEqual([
         expect.objectContaining({
@@ -241,10 +240,8 @@ describe.concurrent("cli commands", () => {
       const old = await enqueue("done", "--queue", "pruneq");
       const recent = await enqueue("done", "--queue", "pruneq");
       const pending = await enqueue("todo", "--queue", "pruneq");
-      await t.db.query(
-        `UPDATE "${t.schema}".jobs SET status = 'completed', updated_at = now() - CASE WHEN id = $1 THEN interval '40 days' ELSE interval '1 day' END WHERE id = ANY($2)`,
-        [old, [old, recent]],
-      );
+      await finishJobs(t.db, t.schema, [old], "completed", { finishedAgo: "40 days" });
+      await finishJobs(t.db, t.schema, [recent], "completed", { finishedAgo: "1 day" });
       await t.db.query(`UPDATE "${t.schema}".jobs SET updated_at = now() - interval '40 days' WHERE id = $1`, [
         pending,
       ]);

@@ -7,7 +7,7 @@
 import { existsSync } from "node:fs";
 import net from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { sampleJobs } from "../../src/cli/demo.js";
+import { sampleJobs } from "../../src/cli/demo/sample.js";
 import { DATABASE_URL, schemaName, type TestQueue, testQueue, until } from "../helpers.js";
 import { skipq, start } from "./run.js";
 
@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 async function counts(schema: string): Promise<Record<string, number>> {
-  const { rows } = await t.db.query(`SELECT status, count(*)::int AS n FROM "${schema}".jobs GROUP BY status`);
+  const { rows } = await t.db.query(`SELECT status, count(*)::int AS n FROM "${schema}".all_jobs GROUP BY status`);
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
@@ -55,7 +55,7 @@ test("demo refuses a schema it did not create and leaves it untouched", async ()
   const result = await skipq(["demo", "--jobs", "10", "--schema", t.schema], { DATABASE_URL });
   expect(result.code).toBe(1);
   expect(result.stderr).toMatch(/already exists and was not created by `skipq demo`.*--schema/);
-  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   expect(rows).toEqual([{ status: "pending" }]);
 });
 

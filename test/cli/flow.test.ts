@@ -88,7 +88,7 @@ test("skipq worker runs the cron schedules its tasks module exports, and refuses
   const w = start(["worker", "--tasks", tasks, "--queue", "ticks"], env);
   await until("a tick ran", async () => {
     const { rows } = await t.db.query(
-      `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE kind = 'tick' AND status = 'completed'`,
+      `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE kind = 'tick' AND status = 'completed'`,
     );
     return rows[0].n >= 1;
   });

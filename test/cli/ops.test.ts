@@ -4,6 +4,9 @@
  * refuses a non-loopback host without credentials; the worker's metrics port
  * serves skipq_* metrics counting the jobs it ran.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
 import { skipq, start } from "./run.js";
@@ -47,6 +50,98 @@ test("skipq dashboard on loopback without credentials prints a one-time token th
   expect((await fetch(url, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
   d.child.kill("SIGTERM");
   expect((await d.exited).code).toBe(0);
+});
+
+/** Starts `skipq dashboard` with these flags and environment; resolves with its URL and the running process. */
+async function dashboard(flags: string[], env: Record<string, string> = {}) {
+  const d = start(["dashboard", "--port", "0", ...flags], {
+    DATABASE_URL,
+    SKIPQ_SCHEMA: t.schema,
+    SKIPQ_DASHBOARD_TOKEN: "cli-proxy-token-0123456789",
+    ...env,
+  });
+  const url = (await until("listening", () => /(http:\/\/127\.0\.0\.1:\d+\/)/.exec(d.stderr())?.[1], 30_000)) as string;
+  const signIn = (headers: Record<string, string> = {}) =>
+    fetch(new URL("login", url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+      body: new URLSearchParams({ token: "cli-proxy-token-0123456789" }).toString(),
+      redirect: "manual",
+    });
+  const stop = async () => {
+    d.child.kill("SIGTERM");
+    const result = await d.exited;
+    expect(result.code, result.stderr).toBe(0);
+    return result;
+  };
+  return { url, signIn, stop };
+}
+
+test("skipq dashboard --trust-proxy sets a Secure cookie for a sign-in that reached the proxy over HTTPS", async () => {
+  const d = await dashboard(["--trust-proxy"]);
+  try {
+    const viaTls = await d.signIn({ "x-forwarded-proto": "https" });
+    expect(viaTls.status).toBe(303);
+    expect(viaTls.headers.get("set-cookie")).toMatch(/; Secure/);
+    const plain = await d.signIn({ "x-forwarded-proto": "http" });
+    expect(plain.headers.get("set-cookie")).not.toMatch(/; Secure/);
+  } finally {
+    await d.stop();
+  }
+  // Without the flag the header is the client's word, and is ignored.
+  const untrusted = await dashboard([]);
+  try {
+    const res = await untrusted.signIn({ "x-forwarded-proto": "https" });
+    expect(res.headers.get("set-cookie")).not.toMatch(/; Secure/);
+  } finally {
+    await untrusted.stop();
+  }
+});
+
+test("skipq dashboard --secure-cookies marks every cookie Secure", async () => {
+  const d = await dashboard(["--secure-cookies"]);
+  try {
+    expect((await d.signIn()).headers.get("set-cookie")).toMatch(/HttpOnly; SameSite=Strict; .*Secure/);
+  } finally {
+    await d.stop();
+  }
+});
+
+test("with SKIPQ_DASHBOARD_SESSION_SECRET or --session-secret-file, a session outlives a restart", async () => {
+  const secret = "cli-session-secret-0123456789abcdef0123";
+  const dir = mkdtempSync(path.join(os.tmpdir(), "skipq-secret-"));
+  const file = path.join(dir, "secret");
+  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  try {
+    const first = await dashboard([], { SKIPQ_DASHBOARD_SESSION_SECRET: secret });
+    const cookie = ((await first.signIn()).headers.get("set-cookie") ?? "").split(";")[0] as string;
+    const result = await first.stop();
+    expect(result.stderr).not.toContain(secret);
+    const second = await dashboard(["--session-secret-file", file]);
+    try {
+      expect((await fetch(second.url, { headers: { cookie } })).status).toBe(200);
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("skipq dashboard refuses a short session secret and a missing secret file, saying what to do", async () => {
+  const short = await skipq(["dashboard", "--port", "0"], {
+    DATABASE_URL,
+    SKIPQ_SCHEMA: t.schema,
+    SKIPQ_DASHBOARD_SESSION_SECRET: "too-short",
+  });
+  expect(short.code).toBe(2);
+  expect(short.stderr).toContain("at least 32 characters");
+  const missing = await skipq(["dashboard", "--port", "0", "--session-secret-file", "/nonexistent/secret"], {
+    DATABASE_URL,
+    SKIPQ_SCHEMA: t.schema,
+  });
+  expect(missing.code).toBe(2);
+  expect(missing.stderr).toContain("--session-secret-file");
 });
 
 test("skipq worker --metrics-port serves skipq_* metrics for the jobs it ran", async () => {

@@ -31,7 +31,7 @@ function worker(queue: string, tasks = "examples/tasks.mjs", ...extra: string[])
 }
 
 async function status(id: string) {
-  const { rows } = await t.db.query(`SELECT status, attempts, lease FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT status, attempts, lease FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   return rows[0] as { status: string; attempts: number; lease: string | null };
 }
 
@@ -47,7 +47,7 @@ test("worker runs every job of its queue with the tasks module's handlers, then 
     "all completed",
     async () => {
       const { rows } = await t.db.query(
-        `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE queue = 'drain' AND status = 'completed'`,
+        `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE queue = 'drain' AND status = 'completed'`,
       );
       return rows[0].n === 20;
     },

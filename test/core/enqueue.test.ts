@@ -21,14 +21,14 @@ beforeAll(async () => {
 afterAll(async () => t.cleanup());
 
 async function count(where = "true", values: unknown[] = []): Promise<number> {
-  const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE ${where}`, values);
+  const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE ${where}`, values);
   return rows[0].n;
 }
 
 test("an enqueued job is stored pending with its options and defaults", async () => {
   const { id, created } = await t.skipq.enqueue("stored", { a: 1 }, { queue: "mail", priority: 5, maxAttempts: 3 });
   expect(created).toBe(true);
-  const { rows } = await t.db.query(`SELECT * FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT * FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   expect(rows[0]).toMatchObject({
     queue: "mail",
     kind: "stored",
@@ -43,7 +43,7 @@ test("an enqueued job is stored pending with its options and defaults", async ()
 test("a delay is measured from the database clock", async () => {
   const { id } = await t.skipq.enqueue("later", {}, { delay: "1h" });
   const { rows } = await t.db.query(
-    `SELECT EXTRACT(EPOCH FROM run_at - now())::float AS ahead FROM "${t.schema}".jobs WHERE id = $1`,
+    `SELECT EXTRACT(EPOCH FROM run_at - now())::float AS ahead FROM "${t.schema}".all_jobs WHERE id = $1`,
     [id],
   );
   expect(rows[0].ahead).toBeGreaterThan(3590);
@@ -83,7 +83,7 @@ test("an idempotency key yields one job under 50 concurrent transactions, 25 of 
       }),
     );
     expect(await count("idempotency_key = $1", [key])).toBe(1);
-    const { rows } = await t.db.query(`SELECT id FROM "${t.schema}".jobs WHERE idempotency_key = $1`, [key]);
+    const { rows } = await t.db.query(`SELECT id FROM "${t.schema}".all_jobs WHERE idempotency_key = $1`, [key]);
     const committed = results.filter((r) => r.committed);
     // Every committed caller was told the id of the one job that exists.
     expect(new Set(committed.map((r) => r.id))).toEqual(new Set([rows[0].id]));
@@ -107,7 +107,7 @@ test("bulk enqueue of 100,000 jobs works in one call, ids in input order", async
   expect(results).toHaveLength(100_000);
   expect(await count("queue = 'bulk'")).toBe(100_000);
   const { rows } = await t.db.query(
-    `SELECT id, payload->>'i' AS i FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[])`,
+    `SELECT id, payload->>'i' AS i FROM "${t.schema}".all_jobs WHERE id = ANY($1::bigint[])`,
     [[results[0]?.id, results[54_321]?.id, results[99_999]?.id]],
   );
   const byId = new Map(rows.map((r) => [r.id, Number(r.i)]));
@@ -165,6 +165,19 @@ test("a notification carries the queue name only, and only on commit", async () 
   await listener.end();
 });
 
+/** `{ a: { a: … { a: 1 } } }`, `depth` objects deep. */
+function nested(depth: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < depth; i++) value = { a: value };
+  return value;
+}
+
+function nestedArray(depth: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
 describe("bad input throws a typed error and writes nothing", () => {
   const cases: Array<[string, () => Promise<unknown>, new (...args: never[]) => Error]> = [
     ["payload over the cap", () => t.skipq.enqueue("bad", { s: "x".repeat(1024 * 1024) }), PayloadTooLargeError],
@@ -198,6 +211,38 @@ describe("bad input throws a typed error and writes nothing", () => {
     ["an invalid runAt", () => t.skipq.enqueue("bad", {}, { runAt: new Date("nope") }), ValidationError],
     ["runAt in year 9999", () => t.skipq.enqueue("bad", {}, { runAt: new Date("9999-01-01") }), ValidationError],
     ["runAt and delay together", () => t.skipq.enqueue("bad", {}, { runAt: new Date(), delay: 5 }), ValidationError],
+    ["a payload nested 5,000 deep", () => t.skipq.enqueue("bad", nested(5000)), PayloadNotJsonError],
+    ["an array nested 100,000 deep", () => t.skipq.enqueue("bad", nestedArray(100_000)), PayloadNotJsonError],
+    [
+      "a payload nested 5,000 deep in a bulk batch",
+      () => t.skipq.enqueueMany([{ job: "bad", payload: nested(5000) }]),
+      PayloadNotJsonError,
+    ],
+    [
+      "an idempotency key with a lone surrogate",
+      () => t.skipq.enqueue("bad", {}, { idempotencyKey: "order-\uD800" }),
+      ValidationError,
+    ],
+    [
+      "an idempotency key with a lone low surrogate",
+      () => t.skipq.enqueue("bad", {}, { idempotencyKey: "\uDC00-order" }),
+      ValidationError,
+    ],
+    [
+      "a bulk idempotency key with a lone surrogate",
+      () => t.skipq.enqueueMany([{ job: "bad", payload: {}, idempotencyKey: "order-\uD801" }]),
+      ValidationError,
+    ],
+    [
+      "a concurrency key with a lone surrogate",
+      () => t.skipq.enqueue("bad", {}, { concurrencyKey: "tenant-\uDBFF" }),
+      ValidationError,
+    ],
+    [
+      "a bulk concurrency key with a lone surrogate",
+      () => t.skipq.enqueueMany([{ job: "bad", payload: {}, concurrencyKey: "tenant-\uD800" }]),
+      ValidationError,
+    ],
     [
       "one bad item in a bulk batch",
       () =>
@@ -228,11 +273,32 @@ test("a payload exactly at the cap is accepted and round-trips byte-identical; o
   const atCap = filler(496);
   expect(Buffer.byteLength(JSON.stringify(atCap))).toBe(1000);
   const { id } = await skipq.enqueue("cap", atCap);
-  const { rows } = await t.db.query(`SELECT payload FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT payload FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   expect(rows[0].payload).toEqual(atCap);
   const over = { s: `${"é".repeat(496)}x` };
   await expect(skipq.enqueue("cap", over)).rejects.toBeInstanceOf(PayloadTooLargeError);
   await skipq.close();
+});
+
+test("a payload nested 1,000 deep round-trips; one level deeper is refused by name", async () => {
+  const { id } = await t.skipq.enqueue("deep", nested(1000));
+  const { rows } = await t.db.query(`SELECT payload FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  expect(rows[0].payload).toEqual(nested(1000));
+  const error = await t.skipq.enqueue("deep", nested(1001)).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(PayloadNotJsonError);
+  expect((error as Error).message).toMatch(/nested deeper than 1000 levels/);
+});
+
+test("idempotency keys that differ only in lone surrogates never collide: both are refused", async () => {
+  const before = await count();
+  for (const key of ["order-\uD800", "order-\uDBFF"]) {
+    const error = await t.skipq.enqueue("surrogate", {}, { idempotencyKey: key }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as Error).message).toMatch(/idempotencyKey .*lone UTF-16 surrogate/);
+  }
+  expect(await count()).toBe(before);
+  // A well-formed pair (an emoji) is a valid key.
+  expect((await t.skipq.enqueue("surrogate", {}, { idempotencyKey: "order-\uD83D\uDE00" })).created).toBe(true);
 });
 
 test("a job defined with a Standard Schema validator rejects an invalid payload at enqueue", async () => {
@@ -271,7 +337,7 @@ test("every enqueue path stores the concurrency key: single, shared singles, bul
     ]);
     const ids = [tx, single, shared, keyless, keyed].map((r) => r?.id);
     const { rows } = await t.db.query(
-      `SELECT id, concurrency_key FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[])`,
+      `SELECT id, concurrency_key FROM "${t.schema}".all_jobs WHERE id = ANY($1::bigint[])`,
       [ids],
     );
     const byId = new Map(rows.map((r) => [r.id, r.concurrency_key]));

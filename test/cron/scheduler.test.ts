@@ -20,7 +20,7 @@ afterAll(async () => {
 
 async function cronJobs(kind: string): Promise<Array<{ id: string; tick: string; key: string }>> {
   const { rows } = await t.db.query(
-    `SELECT id, headers->>'skipq-cron' AS tick, idempotency_key AS key FROM "${t.schema}".jobs WHERE kind = $1 ORDER BY id`,
+    `SELECT id, headers->>'skipq-cron' AS tick, idempotency_key AS key FROM "${t.schema}".all_jobs WHERE kind = $1 ORDER BY id`,
     [kind],
   );
   return rows;

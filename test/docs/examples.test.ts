@@ -40,7 +40,7 @@ test("examples/scheduling.ts enqueues each cron tick once, cancels a running job
   const out = await runExample("examples/scheduling.ts");
   expect(out).toMatch(/cron: (\d+) ticks, \1 distinct/);
   expect(out).toContain("cancel: job cancelled, handler outcome cancelled");
-  expect(out).toContain("prune: 0 completed, 0 dead, 0 cancelled removed");
+  expect(out).toContain("retention: 0 partitions dropped, 0 keys released");
 });
 
 test("examples/flow-control.ts keeps each customer within its limit and groups dead letters", async () => {

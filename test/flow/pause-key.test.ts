@@ -15,7 +15,7 @@ afterAll(async () => {
 });
 
 async function claimTimes(): Promise<Map<string, { lockedAt: Date; status: string }>> {
-  const { rows } = await t.db.query(`SELECT id, locked_at, status FROM "${t.schema}".jobs`);
+  const { rows } = await t.db.query(`SELECT id, locked_at, status FROM "${t.schema}".all_jobs`);
   return new Map(rows.map((r) => [r.id, { lockedAt: r.locked_at, status: r.status }]));
 }
 

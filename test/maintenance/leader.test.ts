@@ -66,7 +66,7 @@ test("when the leader is killed, another process becomes leader within one lease
      VALUES ('k', 'running', 1, 1, now() - interval '1 second', now() - interval '1 minute', 'gone') RETURNING id`,
   );
   await until("the stranded job is reaped", async () => {
-    const r = await t.db.query(`SELECT status FROM "${t.schema}".jobs WHERE id = $1`, [rows[0].id]);
+    const r = await t.db.query(`SELECT status FROM "${t.schema}".all_jobs WHERE id = $1`, [rows[0].id]);
     return r.rows[0]?.status === "pending";
   });
 });

@@ -1,83 +1,146 @@
 /**
- * Retention: the pruner deletes only terminal jobs older than their ages, in
- * batches; never pending or running ones; idempotency keys stay honoured for
- * keyRetention; one pass at a time across processes.
+ * Retention on partitioned history: the pruner makes the coming partitions,
+ * drops whole partitions past their age (completed and failed separately),
+ * deletes row by row only what landed in a DEFAULT partition, never touches a
+ * live job, keeps idempotency keys for keyRetention after their job finished
+ * whatever happened to its history row, and does nothing unless it leads.
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Pruner } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { finishJobs, type TestQueue, testQueue } from "../helpers.js";
 
 let t: TestQueue;
+let s: string;
 beforeAll(async () => {
   t = await testQueue("pruner");
+  s = `"${t.schema}"`;
 });
 afterAll(async () => {
   await t.cleanup();
 });
 
-/** Inserts a job in `status`, last updated `daysAgo` days ago on the database clock. */
-async function job(label: string, status: string, daysAgo: number, key: string | null = null): Promise<string> {
+async function reset(): Promise<void> {
+  await t.db.query(`TRUNCATE ${s}.jobs, ${s}.job_history, ${s}.job_keys`);
+  const { rows } = await t.db.query(`SELECT name FROM ${s}.history_partitions`);
+  for (const r of rows) await t.db.query(`DROP TABLE ${s}."${r.name}"`);
+  await t.db.query(`TRUNCATE ${s}.history_partitions`);
+}
+
+/** A day-wide partition of `parent` for the day `daysAgo` days back (UTC), as the maintainer makes them. */
+async function dayPartition(parent: "job_history_completed" | "job_history_failed", daysAgo: number): Promise<string> {
   const { rows } = await t.db.query(
-    `INSERT INTO "${t.schema}".jobs (kind, status, idempotency_key, updated_at, lease, lease_expires_at, payload)
-     VALUES ('k', $1, $2, now() - $3 * interval '1 day',
-             CASE WHEN $1 = 'running' THEN 1 END, CASE WHEN $1 = 'running' THEN now() END, jsonb_build_object('label', $4::text))
-     RETURNING id`,
-    [status, key, daysAgo, label],
+    `SELECT ${s}.skipq_history_partition($1, d, d + interval '1 day') AS name
+       FROM (SELECT date_bin(interval '1 day', now() - $2 * interval '1 day', '2000-01-01 00:00+00') AS d) x`,
+    [parent, daysAgo],
   );
-  return rows[0].id;
+  return rows[0].name;
+}
+
+/** A finished job in history, finished `daysAgo` days ago (mid-day of that UTC day's partition). */
+async function finished(label: string, status: "completed" | "dead" | "cancelled", daysAgo: number): Promise<void> {
+  const { rows } = await t.db.query(
+    `INSERT INTO ${s}.jobs (kind, payload) VALUES ('k', jsonb_build_object('label', $1::text)) RETURNING id`,
+    [label],
+  );
+  await finishJobs(t.db, t.schema, [rows[0].id], status);
+  await t.db.query(
+    `UPDATE ${s}.job_history
+        SET finished_at = date_bin(interval '1 day', now() - $2 * interval '1 day', '2000-01-01 00:00+00') + interval '12 hours'
+      WHERE id = $1`,
+    [rows[0].id, daysAgo],
+  );
 }
 
 async function labels(): Promise<string[]> {
-  const { rows } = await t.db.query(`SELECT payload->>'label' AS label FROM "${t.schema}".jobs ORDER BY id`);
+  const { rows } = await t.db.query(`SELECT payload->>'label' AS label FROM ${s}.all_jobs ORDER BY id`);
   return rows.map((r) => r.label);
 }
 
-test("the pruner deletes only finished jobs past their age, in batches, and never a pending or running one", async () => {
-  await t.db.query(`DELETE FROM "${t.schema}".jobs`);
-  for (let i = 0; i < 5; i++) await job(`old-completed-${i}`, "completed", 2);
-  await job("recent-completed", "completed", 1 / 24);
-  await job("old-completed-with-key", "completed", 2, "order-1");
-  await job("older-completed-with-key", "completed", 4, "order-2");
-  await job("old-dead", "dead", 40);
-  await job("recent-dead", "dead", 10);
-  await job("old-cancelled", "cancelled", 40);
-  await job("ancient-running", "running", 100);
-  await job("ancient-pending", "pending", 100);
+test("retention drops whole partitions past their age, completed and failed on their own clocks, and never a live job", async () => {
+  await reset();
+  for (const days of [2, 4]) await dayPartition("job_history_completed", days);
+  for (const days of [10, 40]) await dayPartition("job_history_failed", days);
+  await finished("completed-2d", "completed", 2);
+  await finished("completed-4d", "completed", 4);
+  await finished("dead-10d", "dead", 10);
+  await finished("dead-40d", "dead", 40);
+  await finished("cancelled-40d", "cancelled", 40);
+  await t.db.query(
+    `INSERT INTO ${s}.jobs (kind, payload, run_at) VALUES ('k', '{"label": "ancient-pending"}', now() - interval '100 days')`,
+  );
+  await t.db.query(`INSERT INTO ${s}.jobs (kind, payload, status, lease, lease_expires_at)
+                    VALUES ('k', '{"label": "running"}', 'running', 1, now() + interval '1 minute')`);
 
-  const pruner = new Pruner(t.skipq, { completedAfter: "1d", deadAfter: "30d", keyRetention: "3d", batchSize: 2 });
+  const pruner = new Pruner(t.skipq, { completedAfter: "1d", deadAfter: "30d" });
   const result = await pruner.runOnce();
-  expect(result).toEqual({ leader: true, completed: 6, dead: 1, cancelled: 1 });
-  expect(await labels()).toEqual([
-    "recent-completed",
-    "old-completed-with-key",
-    "recent-dead",
-    "ancient-running",
-    "ancient-pending",
-  ]);
-  expect(await pruner.runOnce()).toEqual({ leader: true, completed: 0, dead: 0, cancelled: 0 });
+  expect(result.leader).toBe(true);
+  expect(result.partitionsDropped).toHaveLength(3);
+  expect(result).toMatchObject({ completed: 2, dead: 2 });
+  expect(await labels()).toEqual(["dead-10d", "ancient-pending", "running"]);
+  // The coming partitions exist: today's and two days ahead, for both outcomes.
+  const { rows } = await t.db.query(
+    `SELECT count(*)::int AS n FROM ${s}.history_partitions WHERE upper > now() + interval '1 day'`,
+  );
+  expect(rows[0].n).toBeGreaterThanOrEqual(4);
+  expect((await pruner.runOnce()).partitionsDropped).toEqual([]);
 });
 
-test("an idempotency key keeps refusing duplicates for keyRetention after its job completed", async () => {
-  await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+test("a finished job that landed in a DEFAULT partition (no dated partition for its day) is deleted row by row past its age", async () => {
+  await reset();
+  await finished("completed-5d-default", "completed", 5);
+  await finished("completed-today", "completed", 0);
+  const result = await new Pruner(t.skipq, { completedAfter: "1d" }).runOnce();
+  expect(result.completed).toBe(1);
+  expect(await labels()).toEqual(["completed-today"]);
+});
+
+test("an idempotency key keeps refusing duplicates for keyRetention after its job finished, even with no history kept", async () => {
+  await reset();
   const first = await t.skipq.enqueue("send", { n: 1 }, { idempotencyKey: "invoice-7" });
-  await t.db.query(`UPDATE "${t.schema}".jobs SET status = 'completed', updated_at = now() - interval '2 days'`);
+  await finishJobs(t.db, t.schema, [first.id], "completed");
+  await t.db.query(`UPDATE ${s}.job_keys SET finished_at = now() - interval '2 days'`);
 
-  await new Pruner(t.skipq, { completedAfter: "1h", keyRetention: "3d" }).runOnce();
-  const again = await t.skipq.enqueue("send", { n: 2 }, { idempotencyKey: "invoice-7" });
-  expect(again).toEqual({ id: first.id, created: false });
+  await new Pruner(t.skipq, { completedAfter: 0, keyRetention: "3d" }).runOnce();
+  expect(await t.skipq.enqueue("send", { n: 2 }, { idempotencyKey: "invoice-7" })).toEqual({
+    id: first.id,
+    created: false,
+  });
 
-  await new Pruner(t.skipq, { completedAfter: "1h", keyRetention: "1d" }).runOnce();
+  const expired = await new Pruner(t.skipq, { completedAfter: 0, keyRetention: "1d" }).runOnce();
+  expect(expired.keys).toBe(1);
   const later = await t.skipq.enqueue("send", { n: 3 }, { idempotencyKey: "invoice-7" });
   expect(later.created).toBe(true);
+  await new Pruner(t.skipq, {}).runOnce();
 });
 
-test("a pruner that is not the maintenance leader deletes nothing and says so", async () => {
-  await t.db.query(`DELETE FROM "${t.schema}".jobs`);
-  await job("old-completed", "completed", 2);
+test("with completedAfter 0 a completed job leaves no history row; dead ones are still kept", async () => {
+  await reset();
+  await new Pruner(t.skipq, { completedAfter: 0 }).runOnce();
+  const w = t.skipq.worker({ queues: ["nohistory"], maintenance: false, listen: false });
+  w.register("ok", () => undefined).register("bad", () => {
+    throw new Error("boom");
+  });
+  await t.skipq.enqueue("ok", {}, { queue: "nohistory" });
+  await t.skipq.enqueue("bad", {}, { queue: "nohistory", maxAttempts: 1 });
+  expect(await w.runOnce()).toBe(2);
+  const { rows } = await t.db.query(`SELECT status FROM ${s}.all_jobs WHERE queue = 'nohistory' ORDER BY id`);
+  expect(rows.map((r) => r.status)).toEqual(["dead"]);
+  await new Pruner(t.skipq, {}).runOnce();
+  await t.skipq.enqueue("ok", {}, { queue: "nohistory" });
+  expect(await w.runOnce()).toBe(1);
+  const after = await t.db.query(`SELECT status FROM ${s}.all_jobs WHERE queue = 'nohistory' ORDER BY id`);
+  expect(after.rows.map((r) => r.status)).toEqual(["dead", "completed"]);
+  await w.stop();
+});
+
+test("a pruner that is not the maintenance leader does nothing and says so", async () => {
+  await reset();
+  await dayPartition("job_history_completed", 3);
+  await finished("completed-3d", "completed", 3);
   let leading = false;
   const pruner = new Pruner(t.skipq, {}, () => leading);
-  expect(await pruner.runOnce()).toEqual({ leader: false, completed: 0, dead: 0, cancelled: 0 });
-  expect(await labels()).toEqual(["old-completed"]);
+  expect(await pruner.runOnce()).toEqual({ leader: false, partitionsDropped: [], completed: 0, dead: 0, keys: 0 });
+  expect(await labels()).toEqual(["completed-3d"]);
   leading = true;
   expect((await pruner.runOnce()).completed).toBe(1);
 });

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, type Worker } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { finishJobs, type TestQueue, testQueue } from "../helpers.js";
 
 let t: TestQueue;
 let w: Worker;
@@ -48,19 +48,19 @@ test("the reaper never touches a live lease or a finished job", async () => {
   const done = await t.skipq.enqueue("r", {}, { queue: "done" });
   await claimAll("live");
   await claimAll("done");
-  await t.db.query(
-    `UPDATE "${t.schema}".jobs SET status = 'completed', lease = NULL, lease_expires_at = now() - interval '1 hour' WHERE id = $1`,
-    [done.id],
-  );
+  await t.db.query(`UPDATE "${t.schema}".jobs SET lease_expires_at = now() - interval '1 hour' WHERE id = $1`, [
+    done.id,
+  ]);
+  await finishJobs(t.db, t.schema, [done.id], "completed");
   const before = await t.db.query(
-    `SELECT id, status, lease, updated_at FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[]) ORDER BY id`,
+    `SELECT id, status, lease, updated_at FROM "${t.schema}".all_jobs WHERE id = ANY($1::bigint[]) ORDER BY id`,
     [[live.id, done.id]],
   );
   const result = await w.reaper?.runOnce();
   expect(result?.reaped.map((r) => r.id)).not.toContain(live.id);
   expect(result?.reaped.map((r) => r.id)).not.toContain(done.id);
   const after = await t.db.query(
-    `SELECT id, status, lease, updated_at FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[]) ORDER BY id`,
+    `SELECT id, status, lease, updated_at FROM "${t.schema}".all_jobs WHERE id = ANY($1::bigint[]) ORDER BY id`,
     [[live.id, done.id]],
   );
   expect(after.rows).toEqual(before.rows);

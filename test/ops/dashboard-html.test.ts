@@ -1,5 +1,6 @@
+import type http from "node:http";
 import { expect, test } from "vitest";
-import { isLoopback, parseCookies, resolveCredentials } from "../../src/ops/dashboard/auth.js";
+import { clientAddress, isLoopback, parseCookies, resolveCredentials } from "../../src/ops/dashboard/auth.js";
 import { throughputChart } from "../../src/ops/dashboard/chart.js";
 import { escapeHtml, html, raw } from "../../src/ops/dashboard/html.js";
 import { REDACTED, redactKeys } from "../../src/ops/dashboard/redact.js";
@@ -45,6 +46,14 @@ test("redactKeys hides secret-looking keys at any depth and leaves the input unt
   expect(payload.password).toBe("p");
 });
 
+test("redactKeys walks any depth without recursion: a secret 100,000 levels down is hidden", () => {
+  let payload: unknown = { apiKey: "k", keep: "v" };
+  for (let i = 0; i < 100_000; i++) payload = i % 2 ? { x: payload } : [payload];
+  let shown = redactKeys()(payload, { field: "payload", job: { id: "1", queue: "q", kind: "k" } });
+  for (let i = 0; i < 100_000; i++) shown = Array.isArray(shown) ? shown[0] : (shown as { x: unknown }).x;
+  expect(shown).toEqual({ apiKey: REDACTED, keep: "v" });
+});
+
 test("credentials come from options first, then the environment, and weak ones are refused", () => {
   expect(resolveCredentials(undefined, {})).toBeUndefined();
   expect(resolveCredentials(undefined, { SKIPQ_DASHBOARD_TOKEN: "t".repeat(20) })?.token).toBe("t".repeat(20));
@@ -70,4 +79,17 @@ test("loopback detection accepts only loopback addresses", () => {
 
 test("parseCookies keeps the first value of a repeated cookie", () => {
   expect(parseCookies("a=1; b=x%20y; a=2")).toEqual({ a: "1", b: "x y" });
+});
+
+test("throttling counts a client by its address, IPv6 per /64, and trusts X-Forwarded-For only behind a trusted proxy", () => {
+  const req = (remoteAddress: string, forwarded?: string) =>
+    ({ socket: { remoteAddress }, headers: forwarded ? { "x-forwarded-for": forwarded } : {} }) as http.IncomingMessage;
+  expect(clientAddress(req("::ffff:10.0.0.7"), false)).toBe("10.0.0.7");
+  expect(clientAddress(req("2001:db8:1:2:aaaa::1"), false)).toBe("2001:db8:1:2::/64");
+  expect(clientAddress(req("2001:db8:1:2:bbbb:cccc:dddd:eeee"), false)).toBe("2001:db8:1:2::/64");
+  expect(clientAddress(req("::1"), false)).toBe("0:0:0:0::/64");
+  expect(clientAddress(req("10.0.0.1", "203.0.113.9"), false)).toBe("10.0.0.1");
+  // Behind a proxy, the last hop is the address the proxy saw; earlier ones are the client's to forge.
+  expect(clientAddress(req("10.0.0.1", "1.1.1.1, 203.0.113.9"), true)).toBe("203.0.113.9");
+  expect(clientAddress(req("10.0.0.1"), true)).toBe("10.0.0.1");
 });

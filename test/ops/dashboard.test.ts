@@ -27,8 +27,10 @@ async function deadJob(
   fields: { queue?: string; kind?: string; payload?: unknown; error?: string; fingerprint?: string } = {},
 ) {
   const { rows } = await t.db.query(
-    `INSERT INTO "${t.schema}".jobs (queue, kind, payload, status, attempts, last_error, error_fingerprint)
-     VALUES ($1, $2, $3, 'dead', 3, $4, $5) RETURNING id`,
+    `INSERT INTO "${t.schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at,
+                                           last_error, error_fingerprint, created_at, finished_at)
+     VALUES (nextval(pg_get_serial_sequence('"${t.schema}".jobs', 'id')), $1, $2, $3, 'dead', 0, 3, 3, now(), $4, $5,
+             now(), now()) RETURNING id`,
     [
       fields.queue ?? "default",
       fields.kind ?? "mail",
@@ -41,7 +43,7 @@ async function deadJob(
 }
 
 async function status(id: string): Promise<string> {
-  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   return rows[0].status;
 }
 
@@ -97,9 +99,72 @@ test("a wrong token is refused; the right one signs in with an HttpOnly, SameSit
   expect((await get("/", { cookie: tampered })).status).toBe(401);
 });
 
-test("sign-in never redirects off the dashboard", async () => {
-  const res = await post("login", { token: TOKEN, next: "//evil.example/" });
-  expect(res.headers.get("location")).toBe("/");
+/** Targets a browser would follow off the dashboard (browsers drop TAB/CR/LF and read "\\" as "/"). */
+const OFF_SITE = [
+  "//evil.example/",
+  "/\t/evil.example/phish",
+  "/\n/evil.example/",
+  "/\r\n/evil.example/",
+  "/\\evil.example/",
+  "/\t\\evil.example/",
+  "\\\\evil.example/",
+  " //evil.example/",
+  "\t//evil.example/",
+  "/.//evil.example/",
+  "/jobs/..//evil.example/",
+  "https://evil.example/",
+  "http://127.0.0.1:1/",
+  "javascript:alert(1)",
+  "jobs",
+  "",
+];
+
+test("sign-in never redirects off the dashboard, whatever the encoding trick", async () => {
+  for (const next of OFF_SITE) {
+    const res = await post("login", { token: TOKEN, next });
+    expect(res.status, JSON.stringify(next)).toBe(303);
+    expect(res.headers.get("location"), JSON.stringify(next)).toBe("/");
+  }
+  const kept = await post("login", { token: TOKEN, next: "/jobs?queue=a&status=dead" });
+  expect(kept.headers.get("location")).toBe("/jobs?queue=a&status=dead");
+});
+
+test("a crafted /login?next= link never puts an off-site target into the sign-in form", async () => {
+  for (const next of OFF_SITE) {
+    const page = await (await get(`/login?next=${encodeURIComponent(next)}`)).text();
+    expect(/name="next" value="([^"]*)"/.exec(page)?.[1], JSON.stringify(next)).toBe("/");
+  }
+});
+
+test("an action's back field never redirects off the dashboard", async () => {
+  const { cookie, csrf } = await signIn();
+  for (const back of OFF_SITE) {
+    const res = await post("/queues/back-check/resume", { _csrf: csrf, back }, { cookie });
+    expect(res.status, JSON.stringify(back)).toBe(303);
+    expect(res.headers.get("location"), JSON.stringify(back)).toBe("/");
+  }
+});
+
+test("under a basePath, redirects stay under it", async () => {
+  const dashboard = createDashboard({ skipq: t.skipq, basePath: "/ops", auth: { token: TOKEN }, env: {} });
+  const server = http.createServer((req, res) => dashboard.handle(req, res));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const login = (next: string) =>
+    fetch(`${base}/ops/login`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: TOKEN, next }).toString(),
+      redirect: "manual",
+    });
+  try {
+    for (const next of ["/elsewhere", "/opsx/", "/ops/../elsewhere", "/ops/%2e%2e/elsewhere", ...OFF_SITE])
+      expect((await login(next)).headers.get("location"), JSON.stringify(next)).toBe("/ops/");
+    expect((await login("/ops/jobs")).headers.get("location")).toBe("/ops/jobs");
+  } finally {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  }
 });
 
 test("a POST without the session's CSRF token changes nothing; with it, the job is retried", async () => {
@@ -149,6 +214,41 @@ test("payloads and errors are rendered escaped, and secret fields are redacted",
   expect(detail).toContain("&lt;/pre&gt;&lt;script&gt;");
   expect(detail).toContain("[redacted]");
   expect(detail).not.toContain("sk-live-1");
+});
+
+test("a secret nested 66 levels deep is redacted on the job page", async () => {
+  let payload: unknown = { password: "deep-secret-66", note: "bottom" };
+  for (let i = 0; i < 65; i++) payload = { level: payload };
+  const id = await deadJob({ payload });
+  const page = await (await get(`/jobs/${id}`, { authorization: `Bearer ${TOKEN}` })).text();
+  expect(page).toContain("bottom");
+  expect(page).not.toContain("deep-secret-66");
+});
+
+test("a payload too deep to print (inserted by plain SQL) gets a page that says so, not a 500", async () => {
+  const depth = 6000;
+  const { rows } = await t.db.query(
+    `INSERT INTO "${t.schema}".jobs (kind, payload) VALUES ('deep', $1::jsonb) RETURNING id`,
+    [`${'{"a":'.repeat(depth)}{"token":"sk-deep"}${"}".repeat(depth)}`],
+  );
+  const res = await get(`/jobs/${rows[0].id}`, { authorization: `Bearer ${TOKEN}` });
+  expect(res.status).toBe(200);
+  const page = await res.text();
+  expect(page).toContain("nested too deeply to show");
+  expect(page).not.toContain("sk-deep");
+});
+
+test("jobs with run_at 'infinity' or past the JavaScript Date range are listed and shown, not a 500", async () => {
+  const { rows } = await t.db.query(
+    `INSERT INTO "${t.schema}".jobs (kind, queue, run_at) VALUES ('k', 'forever', 'infinity'), ('k', 'forever', '294276-12-31 00:00:00+00') RETURNING id`,
+  );
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  for (const path of ["/jobs", "/jobs?queue=forever", `/jobs/${rows[0].id}`, `/jobs/${rows[1].id}`, "/"]) {
+    const res = await get(path, auth);
+    expect(res.status, path).toBe(200);
+    const page = await res.text();
+    if (path.startsWith("/jobs")) expect(page, path).toMatch(/>infinity<|after \+275760-09-13/);
+  }
 });
 
 test("the jobs list filters by queue, kind, status and error text, and pages with before", async () => {
@@ -251,22 +351,266 @@ test("/metrics needs credentials unless metricsAuth is false", async () => {
   }
 });
 
-test("after 20 failed sign-ins in a minute, sign-in answers 429 even for the right token", async () => {
-  const guarded = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {}, logger: quiet });
+/** One request from a chosen loopback address (127.0.0.x), so a test can play several clients. */
+function from(
+  localAddress: string,
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; form?: Record<string, string> } = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
+  return new Promise((resolve, reject) => {
+    const body = options.form ? new URLSearchParams(options.form).toString() : undefined;
+    const req = http.request(url, {
+      method: options.method ?? (body ? "POST" : "GET"),
+      localAddress,
+      agent: false,
+      headers: { ...(body ? { "content-type": "application/x-www-form-urlencoded" } : {}), ...options.headers },
+    });
+    req.on("error", reject);
+    req.on("response", (res) => {
+      res.resume();
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
+    });
+    req.end(body);
+  });
+}
+
+const basicAuth = (user: string, password: string) => ({
+  authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`,
+});
+
+/** A dashboard with its own throttle and a logger that keeps its warnings. */
+async function guardedDashboard() {
+  const warnings: Array<{ obj: Record<string, unknown>; msg: string }> = [];
+  const logger = {
+    ...quiet,
+    warn: (obj: Record<string, unknown>, msg: string) => warnings.push({ obj, msg }),
+  };
+  const dashboard = await startDashboard({
+    skipq: t.skipq,
+    port: 0,
+    auth: { token: TOKEN, user: "ops", password: "correct horse" },
+    env: {},
+    logger,
+  });
+  return { dashboard, warnings, url: (path = "") => new URL(path, dashboard.url).toString() };
+}
+
+test("wrong Basic passwords are throttled per client: 429 after 10 in a minute, even for the right password, and each failure is logged", async () => {
+  const g = await guardedDashboard();
   try {
-    const attempt = (token: string) =>
-      fetch(new URL("login", guarded.url), {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-        body: new URLSearchParams({ token }).toString(),
-        redirect: "manual",
-      });
-    for (let i = 0; i < 20; i++) expect((await attempt(`wrong-token-${i}-0123456789`)).status).toBe(401);
-    expect((await attempt(TOKEN)).status).toBe(429);
-    // Bearer requests are not sign-ins and keep working.
-    expect((await fetch(guarded.url, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    const statuses: number[] = [];
+    for (let i = 0; i < 200; i++)
+      statuses.push((await from("127.0.0.1", g.url(), { headers: basicAuth("ops", `wrong-${i}`) })).status);
+    expect(statuses.slice(0, 10)).toEqual(Array(10).fill(401));
+    expect(statuses.slice(10)).toEqual(Array(190).fill(429));
+    const right = await from("127.0.0.1", g.url(), { headers: basicAuth("ops", "correct horse") });
+    expect(right.status).toBe(429);
+    expect(Number(right.headers["retry-after"])).toBeGreaterThan(0);
+    const failures = g.warnings.filter((w) => /failed credential check/.test(w.msg));
+    expect(failures).toHaveLength(10);
+    expect(failures[0]?.obj).toMatchObject({ client: "127.0.0.1", via: "basic", user: "ops" });
+    expect(g.warnings.filter((w) => /throttled/.test(w.msg))).toHaveLength(1);
+    expect(JSON.stringify(g.warnings)).not.toMatch(/wrong-|correct horse/);
   } finally {
-    await guarded.close();
+    await g.dashboard.close();
+  }
+});
+
+test("wrong Bearer tokens and wrong sign-in forms count against the same client", async () => {
+  const g = await guardedDashboard();
+  try {
+    for (let i = 0; i < 5; i++)
+      expect(
+        (await from("127.0.0.1", g.url(), { headers: { authorization: `Bearer wrong-token-${i}-0123456789` } })).status,
+      ).toBe(401);
+    for (let i = 0; i < 5; i++)
+      expect((await from("127.0.0.1", g.url("login"), { form: { user: "ops", password: `nope-${i}` } })).status).toBe(
+        401,
+      );
+    expect((await from("127.0.0.1", g.url(), { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(429);
+    expect((await from("127.0.0.1", g.url("login"), { form: { token: TOKEN } })).status).toBe(429);
+    const failures = g.warnings.filter((w) => /failed credential check/.test(w.msg));
+    expect(failures.map((w) => w.obj.via).sort()).toEqual([...Array(5).fill("bearer"), ...Array(5).fill("form")]);
+  } finally {
+    await g.dashboard.close();
+  }
+});
+
+test("a stranger guessing never locks the admin out: another client signs in while the stranger gets 429", async () => {
+  const g = await guardedDashboard();
+  try {
+    for (let i = 0; i < 50; i++) {
+      await from("127.0.0.1", g.url("login"), { form: { user: "ops", password: `guess-${i}` } });
+      await from("127.0.0.1", g.url("login"), { form: { token: `guess-token-${i}-0123456789` } });
+    }
+    expect((await from("127.0.0.1", g.url("login"), { form: { token: TOKEN } })).status).toBe(429);
+    expect((await from("127.0.0.2", g.url("login"), { form: { token: TOKEN } })).status).toBe(303);
+    expect((await from("127.0.0.2", g.url("login"), { form: { user: "ops", password: "correct horse" } })).status).toBe(
+      303,
+    );
+    expect((await from("127.0.0.2", g.url(), { headers: basicAuth("ops", "correct horse") })).status).toBe(200);
+  } finally {
+    await g.dashboard.close();
+  }
+});
+
+test("guessing one user name from many clients is throttled per user name, except for clients that signed in as it before", async () => {
+  const g = await guardedDashboard();
+  try {
+    // The admin's usual client signs in once.
+    expect((await from("127.0.0.9", g.url(), { headers: basicAuth("ops", "correct horse") })).status).toBe(200);
+    // Four strangers, 9 failures each (under the per-client limit), 36 failures against "ops" in all.
+    for (let c = 2; c <= 5; c++)
+      for (let i = 0; i < 9; i++) await from(`127.0.0.${c}`, g.url(), { headers: basicAuth("ops", `guess-${c}-${i}`) });
+    // A fresh client guessing "ops" is refused without a check; the other user names and the token are not.
+    expect((await from("127.0.0.6", g.url(), { headers: basicAuth("ops", "correct horse") })).status).toBe(429);
+    expect((await from("127.0.0.6", g.url(), { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    // The admin's known client is let through.
+    expect((await from("127.0.0.9", g.url(), { headers: basicAuth("ops", "correct horse") })).status).toBe(200);
+  } finally {
+    await g.dashboard.close();
+  }
+});
+
+test("behind a trusted proxy, failures count per forwarded client and Origin may match the forwarded host", async () => {
+  const proxied = await startDashboard({
+    skipq: t.skipq,
+    port: 0,
+    auth: { token: TOKEN },
+    trustProxy: true,
+    env: {},
+    logger: quiet,
+  });
+  const plain = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {}, logger: quiet });
+  const bearer = (url: string, token: string, client: string) =>
+    fetch(url, { headers: { authorization: `Bearer ${token}`, "x-forwarded-for": `198.51.100.1, ${client}` } });
+  try {
+    for (let i = 0; i < 10; i++) await bearer(proxied.url, `wrong-token-${i}-0123456789`, "203.0.113.5");
+    expect((await bearer(proxied.url, TOKEN, "203.0.113.5")).status).toBe(429);
+    expect((await bearer(proxied.url, TOKEN, "203.0.113.6")).status).toBe(200);
+    // Not trusted: the header is the client's word, and every request is the socket's address.
+    for (let i = 0; i < 10; i++) await bearer(plain.url, `wrong-token-${i}-0123456789`, "203.0.113.5");
+    expect((await bearer(plain.url, TOKEN, "203.0.113.6")).status).toBe(429);
+
+    const res = await fetch(new URL("login", proxied.url), {
+      method: "POST",
+      headers: {
+        "content-type": "application/x-www-form-urlencoded",
+        origin: "https://ops.example.com",
+        "x-forwarded-host": "ops.example.com",
+        "x-forwarded-for": "203.0.113.7",
+      },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    expect(res.status).toBe(303);
+    const refused = await fetch(new URL("login", plain.url), {
+      method: "POST",
+      headers: {
+        "content-type": "application/x-www-form-urlencoded",
+        origin: "https://ops.example.com",
+        "x-forwarded-host": "ops.example.com",
+      },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    expect(refused.status).toBe(403);
+  } finally {
+    await proxied.close();
+    await plain.close();
+  }
+});
+
+test("after sign-out the old session cookie reads no page and performs no action", async () => {
+  const id = await deadJob();
+  const { cookie, csrf } = await signIn();
+  expect((await get("/jobs", { cookie })).status).toBe(200);
+  const out = await post("/logout", { _csrf: csrf }, { cookie });
+  expect(out.status).toBe(303);
+  expect(out.headers.get("set-cookie")).toMatch(/^skipq_session=;.*Max-Age=0/);
+  expect((await get("/jobs", { cookie })).status).toBe(401);
+  expect((await get(`/jobs/${id}`, { cookie })).status).toBe(401);
+  expect((await post(`/jobs/${id}/retry`, { _csrf: csrf, back: "/" }, { cookie })).status).toBe(401);
+  expect(await status(id)).toBe("dead");
+});
+
+test("sessions live server-side: only a keyed hash of the cookie is stored, and sign-out deletes the row", async () => {
+  const count = async () =>
+    (await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".dashboard_sessions`)).rows[0].n as number;
+  const before = await count();
+  const { cookie, csrf } = await signIn();
+  expect(await count()).toBe(before + 1);
+  const value = decodeURIComponent(cookie.slice(cookie.indexOf("=") + 1));
+  const { rows } = await t.db.query(`SELECT id, principal FROM "${t.schema}".dashboard_sessions`);
+  expect(rows.some((r) => r.id.includes(value))).toBe(false);
+  expect(rows.map((r) => r.principal)).toContain("token");
+  await post("/logout", { _csrf: csrf }, { cookie });
+  expect(await count()).toBe(before);
+});
+
+test("signing in again rotates the session: the cookie presented with the sign-in stops working", async () => {
+  const first = await signIn();
+  const again = await post("login", { token: TOKEN, next: "/" }, { cookie: first.cookie });
+  expect(again.status).toBe(303);
+  const second = (again.headers.get("set-cookie") ?? "").split(";")[0] as string;
+  expect(second).not.toBe(first.cookie);
+  expect((await get("/", { cookie: second })).status).toBe(200);
+  expect((await get("/", { cookie: first.cookie })).status).toBe(401);
+});
+
+test("a session unused for longer than sessionIdleTimeout is refused, even before sessionTtl", async () => {
+  const idle = await startDashboard({
+    skipq: t.skipq,
+    port: 0,
+    auth: { token: TOKEN },
+    sessionTtl: "1h",
+    sessionIdleTimeout: 1,
+    env: {},
+  });
+  try {
+    const res = await fetch(new URL("login", idle.url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    expect(res.status).toBe(303);
+    const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
+    await until(
+      "the idle session is refused",
+      async () => (await fetch(idle.url, { headers: { cookie } })).status === 401,
+    );
+  } finally {
+    await idle.close();
+  }
+});
+
+test("with one sessionSecret, replicas share sessions: a sign-out on one ends the session on the other", async () => {
+  const secret = "replica-secret-0123456789abcdef0123456789";
+  const options = { skipq: t.skipq, port: 0, auth: { token: TOKEN }, sessionSecret: secret, env: {} };
+  const a = await startDashboard(options);
+  const b = await startDashboard(options);
+  try {
+    const res = await fetch(new URL("login", a.url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      redirect: "manual",
+    });
+    const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
+    const page = await (await fetch(b.url, { headers: { cookie } })).text();
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1] as string;
+    const out = await fetch(new URL("logout", b.url), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", cookie },
+      body: new URLSearchParams({ _csrf: csrf }).toString(),
+      redirect: "manual",
+    });
+    expect(out.status).toBe(303);
+    expect((await fetch(a.url, { headers: { cookie } })).status).toBe(401);
+  } finally {
+    await a.close();
+    await b.close();
   }
 });
 

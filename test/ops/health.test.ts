@@ -18,10 +18,15 @@ test("a session idle in a transaction, and one with a long transaction, are repo
     expect(before.warnings.filter((w) => w.detail.pid === idlePid || w.detail.pid === busyPid)).toEqual([]);
 
     await idle.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
-    await idle.query(`SELECT count(*) FROM "${t.schema}".jobs`);
+    await idle.query(`SELECT count(*) FROM "${t.schema}".all_jobs`);
     await busy.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
     await busy.query("SELECT 1");
     const sleeping = busy.query("SELECT pg_sleep(60)").catch(() => undefined);
+    // Until its sleep has started, the busy session is idle in its transaction too.
+    await until("the long transaction is running its statement", async () => {
+      const { rows } = await t.db.query("SELECT wait_event FROM pg_stat_activity WHERE pid = $1", [busyPid]);
+      return rows[0]?.wait_event === "PgSleep";
+    });
 
     const report = (await until("both holders reported", async () => {
       const r = await admin.health({ idleInTransaction: 0, longTransaction: 0 });
@@ -75,7 +80,8 @@ test("pending jobs of a kind no live worker handles are reported; kinds a live w
   const admin = new Admin(t.skipq);
   const slow = defineJob<Record<string, never>>("slow");
   let release: () => void = () => undefined;
-  const worker = t.skipq.worker({ concurrency: 1, presenceInterval: "1s" }).register(
+  // prefetch 0: a retried orphan must not wait, leased, in the buffer behind the busy slot (it would not be pending).
+  const worker = t.skipq.worker({ concurrency: 1, prefetch: 0, presenceInterval: "1s" }).register(
     slow,
     () =>
       new Promise<void>((resolve) => {

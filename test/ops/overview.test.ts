@@ -13,13 +13,18 @@ test("overview counts live jobs per queue and completions of the last hour only;
     await t.db.query(
       `INSERT INTO ${jobs} (queue, kind, status, lease, locked_at, lease_expires_at) VALUES ('a', 'k', 'running', 1, now(), now() + interval '30 seconds')`,
     );
-    await t.db.query(`INSERT INTO ${jobs} (queue, kind, status) VALUES ('b', 'k', 'dead'), ('b', 'k', 'cancelled')`);
+    const history = `"${t.schema}".job_history`;
+    const id = `nextval(pg_get_serial_sequence('${jobs}', 'id'))`;
+    const cols = "id, queue, kind, payload, status, priority, attempts, max_attempts, run_at, created_at, finished_at";
+    await t.db.query(`INSERT INTO ${history} (${cols}) VALUES
+                        (${id}, 'b', 'k', '{}', 'dead', 0, 1, 1, now(), now(), now()),
+                        (${id}, 'b', 'k', '{}', 'cancelled', 0, 1, 1, now(), now(), now())`);
     await t.db.query(
-      `INSERT INTO ${jobs} (queue, kind, status, completed_at) VALUES
-         ('a', 'k', 'completed', now() - interval '30 seconds'),
-         ('a', 'k', 'completed', now() - interval '5 minutes 10 seconds'),
-         ('b', 'k', 'completed', now() - interval '5 minutes 20 seconds'),
-         ('b', 'k', 'completed', now() - interval '2 hours')`,
+      `INSERT INTO ${history} (${cols}) VALUES
+         (${id}, 'a', 'k', '{}', 'completed', 0, 1, 1, now(), now(), now() - interval '30 seconds'),
+         (${id}, 'a', 'k', '{}', 'completed', 0, 1, 1, now(), now(), now() - interval '5 minutes 10 seconds'),
+         (${id}, 'b', 'k', '{}', 'completed', 0, 1, 1, now(), now(), now() - interval '5 minutes 20 seconds'),
+         (${id}, 'b', 'k', '{}', 'completed', 0, 1, 1, now(), now(), now() - interval '2 hours')`,
     );
     await admin.pauseQueue("idle");
 

@@ -33,7 +33,7 @@ test("the enqueuer's trace context rides in the job's headers and the execution 
     expect(enqueue?.kind).toBe(SpanKind.PRODUCER);
     expect(enqueue?.attributes["messaging.message.id"]).toBe(id);
 
-    const { rows } = await t.db.query(`SELECT headers FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+    const { rows } = await t.db.query(`SELECT headers FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
     expect(rows[0].headers.tenant).toBe("acme");
     expect(rows[0].headers.traceparent).toBe(
       `00-${enqueue?.spanContext().traceId}-${enqueue?.spanContext().spanId}-01`,
@@ -81,7 +81,9 @@ test("a bulk enqueue is one span whose context every job of the batch carries", 
     const spans = exporter.getFinishedSpans().filter((s) => s.name === "skipq.enqueue");
     expect(spans).toHaveLength(1);
     expect(spans[0]?.attributes["messaging.batch.message_count"]).toBe(2);
-    const { rows } = await t.db.query(`SELECT kind, headers->>'traceparent' AS tp FROM "${t.schema}".jobs ORDER BY id`);
+    const { rows } = await t.db.query(
+      `SELECT kind, headers->>'traceparent' AS tp FROM "${t.schema}".all_jobs ORDER BY id`,
+    );
     expect(rows[0].tp).toContain(spans[0]?.spanContext().spanId);
     expect(rows[1].tp).toBe("caller-set");
   } finally {

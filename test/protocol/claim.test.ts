@@ -40,7 +40,7 @@ test("skipq_claim takes jobs in priority order, leased, from the queues named", 
   await t.skipq.enqueue("p", {}, { queue: "proto-other" });
   expect(await claim("proto-order")).toEqual([high.id, low.id]);
   const { rows } = await t.db.query(
-    `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE queue = 'proto-order' AND status = 'running' AND lease IS NOT NULL`,
+    `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE queue = 'proto-order' AND status = 'running' AND lease IS NOT NULL`,
   );
   expect(rows[0].n).toBe(2);
 });

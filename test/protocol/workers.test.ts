@@ -5,7 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Admin } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { clearJobs, DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
 import { absentService } from "../outbox/helpers.js";
 
 const run = promisify(execFile);
@@ -43,7 +43,7 @@ async function claimOne(worker: string): Promise<{ id: string; lease: string }> 
 
 describe("the SQL protocol functions", () => {
   test("skipq_claim takes jobs in the TypeScript claim's order and skips paused queues", async () => {
-    await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+    await clearJobs(t.db, t.schema);
     const low = await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly", priority: 0 });
     const high = await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly", priority: 5 });
     await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly-paused", priority: 9 });
@@ -56,12 +56,12 @@ describe("the SQL protocol functions", () => {
       { id: high.id, attempts: 1, leased: true },
       { id: low.id, attempts: 1, leased: true },
     ]);
-    const status = await t.db.query(`SELECT locked_by, status FROM "${t.schema}".jobs WHERE id = $1`, [high.id]);
+    const status = await t.db.query(`SELECT locked_by, status FROM "${t.schema}".all_jobs WHERE id = $1`, [high.id]);
     expect(status.rows[0]).toEqual({ locked_by: "sql", status: "running" });
   });
 
   test("a stale lease is rejected by skipq_complete, skipq_fail and skipq_heartbeat, as by the TypeScript statements", async () => {
-    await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+    await clearJobs(t.db, t.schema);
     await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly" });
     const first = await claimOne("old");
     // The old holder's lease expires and the job is claimed again (reaper-free: back-dated and re-queued).
@@ -77,14 +77,14 @@ describe("the SQL protocol functions", () => {
     const ts = await t.db.query(t.skipq.store.sql.jobs.jobCompleteMany.text, [[first.id], [first.lease]]);
     expect(ts.rowCount).toBe(0);
     expect(
-      (await t.db.query(`SELECT status, lease FROM "${t.schema}".jobs WHERE id = $1`, [first.id])).rows[0],
+      (await t.db.query(`SELECT status, lease FROM "${t.schema}".all_jobs WHERE id = $1`, [first.id])).rows[0],
     ).toEqual({ status: "running", lease: second.lease });
     const ok = await t.db.query(`SELECT "${t.schema}".skipq_complete($1, $2) AS c`, [second.id, second.lease]);
     expect(ok.rows[0].c).toBe(true);
   });
 
   test("skipq_release puts a job back without counting the attempt, and only under its lease", async () => {
-    await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+    await clearJobs(t.db, t.schema);
     await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly" });
     const a = await claimOne("w");
     const stale = await t.db.query(`SELECT "${t.schema}".skipq_release($1, $2) AS r`, [
@@ -94,12 +94,12 @@ describe("the SQL protocol functions", () => {
     expect(stale.rows[0].r).toBe(false);
     const ok = await t.db.query(`SELECT "${t.schema}".skipq_release($1, $2) AS r`, [a.id, a.lease]);
     expect(ok.rows[0].r).toBe(true);
-    const row = await t.db.query(`SELECT status, attempts, lease FROM "${t.schema}".jobs`);
+    const row = await t.db.query(`SELECT status, attempts, lease FROM "${t.schema}".all_jobs`);
     expect(row.rows[0]).toEqual({ status: "pending", attempts: 0, lease: null });
   });
 
   test("skipq_fail retries with a delay, then buries the job when attempts are used up", async () => {
-    await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+    await clearJobs(t.db, t.schema);
     await t.skipq.enqueue("polyglot.fail", {}, { queue: "poly", maxAttempts: 2 });
     const a = await claimOne("w");
     const retry = await t.db.query(`SELECT "${t.schema}".skipq_fail($1, $2, 'boom', 0) AS s`, [a.id, a.lease]);
@@ -115,7 +115,7 @@ const psqlReady = await works("psql", ["--version"]);
 if (psqlReady) {
   describe("the protocol from psql", () => {
     test("examples/protocol.sql enqueues, claims, heartbeats and completes a job; a repeat outcome is refused", async () => {
-      await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+      await clearJobs(t.db, t.schema);
       const { stdout } = await run(
         "psql",
         ["-X", "-q", "-v", "ON_ERROR_STOP=1", DATABASE_URL, "-f", "examples/protocol.sql"],
@@ -125,7 +125,7 @@ if (psqlReady) {
       );
       expect(stdout).toContain('kind=polyglot.echo payload={"hello": "sql"} still_held=t completed=t');
       expect(stdout).toContain("again=f");
-      const { rows } = await t.db.query(`SELECT status, locked_by FROM "${t.schema}".jobs`);
+      const { rows } = await t.db.query(`SELECT status, locked_by FROM "${t.schema}".all_jobs`);
       expect(rows).toEqual([{ status: "completed", locked_by: "psql-session" }]);
     });
   });
@@ -139,7 +139,7 @@ if (psqlReady) {
 /** The shared cross-language checks, for a worker binary and its argument style. */
 function languageSuite(name: string, command: () => { file: string; prefix: string[]; flag: (f: string) => string }) {
   test(`${name} drains jobs enqueued from TypeScript, completing good ones and burying a failing one`, async () => {
-    await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+    await clearJobs(t.db, t.schema);
     await t.skipq.enqueueMany(
       Array.from({ length: 20 }, (_, i) => ({ job: "polyglot.sum", payload: { numbers: [i, 1] }, queue: "poly" })),
     );
@@ -153,19 +153,19 @@ function languageSuite(name: string, command: () => { file: string; prefix: stri
     const summary = JSON.parse(stdout.trim().split("\n").at(-1) as string);
     expect(summary).toMatchObject({ claimed: 21, completed: 20, failed: 1 });
     const { rows } = await t.db.query(
-      `SELECT status, count(*)::int AS n, bool_and(locked_by LIKE $1) AS by_worker FROM "${t.schema}".jobs GROUP BY status ORDER BY status`,
+      `SELECT status, count(*)::int AS n, bool_and(locked_by LIKE $1) AS by_worker FROM "${t.schema}".all_jobs GROUP BY status ORDER BY status`,
       [`${name.toLowerCase()}:%`],
     );
     expect(rows).toEqual([
       { status: "completed", n: 20, by_worker: true },
       { status: "dead", n: 1, by_worker: true },
     ]);
-    const dead = await t.db.query(`SELECT last_error FROM "${t.schema}".jobs WHERE id = $1`, [bad.id]);
+    const dead = await t.db.query(`SELECT last_error FROM "${t.schema}".all_jobs WHERE id = $1`, [bad.id]);
     expect(dead.rows[0].last_error).toContain("nope");
   });
 
   test(`a stale outcome from ${name} is rejected like one from TypeScript`, async () => {
-    await t.db.query(`DELETE FROM "${t.schema}".jobs`);
+    await clearJobs(t.db, t.schema);
     await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly" });
     // A first claim loses its lease; a second claim holds the job now.
     const old = await claimOne(`${name}-old`);
@@ -180,7 +180,7 @@ function languageSuite(name: string, command: () => { file: string; prefix: stri
     // TypeScript's own statement, same stale lease: no row either.
     const ts = await t.db.query(t.skipq.store.sql.jobs.jobCompleteMany.text, [[old.id], [old.lease]]);
     expect(ts.rowCount).toBe(0);
-    const row = await t.db.query(`SELECT status, lease FROM "${t.schema}".jobs`);
+    const row = await t.db.query(`SELECT status, lease FROM "${t.schema}".all_jobs`);
     expect(row.rows[0]).toEqual({ status: "running", lease: current.lease });
     // The current holder's outcome, from the same language, is accepted.
     const { stdout } = await run(c.file, [

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { defineSaga, FailPermanently, getSaga, type SagaState, Sagas } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { finishJobs, type TestQueue, testQueue, until } from "../helpers.js";
 
 interface Order {
   order: string;
@@ -119,10 +119,9 @@ test("a step job buried outside its handler (reaper, cancel) is swept into compe
   expect(await quiet.worker.runOnce()).toBe(1);
   const before = await getSaga(t.skipq, id);
   expect(before).toMatchObject({ status: "running", currentStep: 1 });
-  await t.db.query(
-    `UPDATE "${t.schema}".jobs SET status = 'dead', last_error = 'lease expired; attempts used up' WHERE id = $1`,
-    [before?.currentJobId],
-  );
+  await finishJobs(t.db, t.schema, [before?.currentJobId as string], "dead", {
+    lastError: "lease expired; attempts used up",
+  });
   expect(await quiet.runOnce()).toBe(1);
   expect(await quiet.runOnce()).toBe(0);
   expect(await getSaga(t.skipq, id)).toMatchObject({ status: "compensating", currentStep: 0 });
@@ -145,9 +144,10 @@ test("a saga started in a rolled-back transaction leaves no saga and no job; unk
     client.release();
   }
   expect(await getSaga(t.skipq, id)).toBeUndefined();
-  const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE payload->>'saga' = $1`, [
-    id,
-  ]);
+  const { rows } = await t.db.query(
+    `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE payload->>'saga' = $1`,
+    [id],
+  );
   expect(rows[0].n).toBe(0);
   await expect(getSaga(t.skipq, "not-a-number")).rejects.toMatchObject({ code: "SKIPQ_INVALID_ARGUMENT" });
 });

@@ -5,7 +5,7 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, insertHistory, type TestQueue, testQueue } from "../helpers.js";
 
 let t: TestQueue;
 beforeAll(async () => {
@@ -55,7 +55,7 @@ test.each([
   expect(claimed).toHaveLength(jobs);
   expect(new Set(claimed).size).toBe(jobs);
   const { rows } = await t.db.query(
-    `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE queue = $1 AND status = 'running' AND attempts = 1`,
+    `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE queue = $1 AND status = 'running' AND attempts = 1`,
     [queue],
   );
   expect(rows[0].n).toBe(jobs);
@@ -103,10 +103,7 @@ test("a paused queue is not claimed from until it is resumed", async () => {
 });
 
 test("the claim is an index scan on the pending partial index even with a large history", async () => {
-  await t.db.query(
-    `INSERT INTO "${t.schema}".jobs (queue, kind, status, completed_at)
-     SELECT 'history', 'old', 'completed', now() FROM generate_series(1, 200000)`,
-  );
+  await insertHistory(t.db, t.schema, 200000, { status: "completed", queue: "history" });
   await t.skipq.enqueueMany(Array.from({ length: 1000 }, () => ({ job: "hot", payload: {}, queue: "history" })));
   await t.db.query(`ANALYZE "${t.schema}".jobs`);
   const client = await t.db.connect();

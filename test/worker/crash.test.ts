@@ -39,7 +39,7 @@ test("a worker process killed with SIGKILL mid-drain loses nothing: another proc
   expect(await exited).toBe("SIGKILL");
 
   const { rows: stranded } = await t.db.query(
-    `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE status = 'running'`,
+    `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE status = 'running'`,
   );
   expect(stranded[0].n).toBeGreaterThan(0); // the kill really left jobs mid-flight
 
@@ -49,7 +49,7 @@ test("a worker process killed with SIGKILL mid-drain loses nothing: another proc
       "every job completed",
       async () => {
         const { rows } = await t.db.query(
-          `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE status = 'completed'`,
+          `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE status = 'completed'`,
         );
         return rows[0].n === total;
       },
@@ -63,7 +63,7 @@ test("a worker process killed with SIGKILL mid-drain loses nothing: another proc
   }
   const { rows } = await t.db.query(
     `SELECT count(*)::int AS jobs, count(*) FILTER (WHERE attempts = 2)::int AS rerun, max(attempts) AS max_attempts
-       FROM "${t.schema}".jobs`,
+       FROM "${t.schema}".all_jobs`,
   );
   expect(rows[0].jobs).toBe(total);
   // Only the jobs in flight at the kill ran twice (reason: lease expired).

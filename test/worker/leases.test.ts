@@ -27,7 +27,7 @@ function recordingLogger(): Logger & { messages: string[] } {
 }
 
 async function status(id: string): Promise<string | undefined> {
-  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+  const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   return rows[0]?.status;
 }
 
@@ -117,7 +117,7 @@ test("while the database refuses outcomes, the worker stops claiming at its back
     "every job completed",
     async () => {
       const { rows } = await t.db.query(
-        `SELECT count(*)::int AS n FROM ${s}.jobs WHERE queue = 'refused' AND status = 'completed'`,
+        `SELECT count(*)::int AS n FROM ${s}.all_jobs WHERE queue = 'refused' AND status = 'completed'`,
       );
       return rows[0].n === jobs.length;
     },

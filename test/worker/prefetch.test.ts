@@ -41,7 +41,7 @@ test("a worker holds at most concurrency + prefetch leases, and runs at most con
   await worker.start();
   // Before any handler has finished, the buffer's target is min(prefetch, concurrency) = 3.
   await until("four handlers running and the buffer full", () => worker?.running === 4 && worker.buffered === 3);
-  const held = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE status = 'running'`);
+  const held = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE status = 'running'`);
   expect(held.rows[0].n).toBe(7);
   release.open();
   await until("all completed", async () => (await statusCounts(t as TestQueue)).completed === 50);
@@ -93,7 +93,7 @@ test("at stop, buffered jobs go back to pending without consuming an attempt", a
   release.open();
   await stopping;
   const { rows } = await t.db.query(
-    `SELECT status, attempts, count(*)::int AS n FROM "${t.schema}".jobs GROUP BY 1, 2 ORDER BY 1`,
+    `SELECT status, attempts, count(*)::int AS n FROM "${t.schema}".all_jobs GROUP BY 1, 2 ORDER BY 1`,
   );
   expect(rows).toEqual([
     { status: "completed", attempts: 1, n: 5 },
@@ -158,7 +158,7 @@ test("concurrent single enqueues share statements yet each gets its own job, and
   const ids = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
   // Keys k0 and k3 repeat (i = 0, 6, 12, ... map to k0/k0/k0... and k3): one job per key.
   const created = ids.filter((r) => r.created);
-  const { rows } = await t.db.query(`SELECT id::text, payload FROM "${t.schema}".jobs ORDER BY id`);
+  const { rows } = await t.db.query(`SELECT id::text, payload FROM "${t.schema}".all_jobs ORDER BY id`);
   expect(rows.length).toBe(created.length);
   expect(new Set(created.map((r) => r.id)).size).toBe(created.length);
   for (const [i, s] of settled.entries()) {

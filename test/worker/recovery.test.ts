@@ -14,7 +14,7 @@ import { Store } from "../../src/db/store.js";
 import { Skipq, silentLogger } from "../../src/index.js";
 import { LeaderLease } from "../../src/maintenance/leader.js";
 import { Reaper } from "../../src/maintenance/reaper.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { clearJobs, DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
 
 let t: TestQueue;
 beforeAll(async () => {
@@ -49,7 +49,7 @@ it("while another process holds the leader lease, a reaper pass reaps nothing an
 
 it("a job reclaimed from an expired lease keeps its place ahead of jobs enqueued after it", async () => {
   const s = `"${t.schema}"`;
-  await t.db.query(`DELETE FROM ${s}.jobs`);
+  await clearJobs(t.db, t.schema);
   // The stranded job was enqueued first and claimed; a backlog arrived after it.
   const { rows } = await t.db.query(
     `INSERT INTO ${s}.jobs (kind, status, attempts, lease, lease_expires_at, locked_at, run_at)

@@ -67,7 +67,7 @@ test("a failing job goes back to pending with backoff from the database clock, t
   const { id } = await t.skipq.enqueue("fail", {}, { queue: "fail", maxAttempts: 2 });
   await until("first failure", async () => (await job(id)).attempts === 1 && (await job(id)).status === "pending");
   const { rows } = await t.db.query(
-    `SELECT EXTRACT(EPOCH FROM run_at - updated_at)::float AS wait FROM "${t.schema}".jobs WHERE id = $1`,
+    `SELECT EXTRACT(EPOCH FROM run_at - updated_at)::float AS wait FROM "${t.schema}".all_jobs WHERE id = $1`,
     [id],
   );
   expect(rows[0].wait).toBeCloseTo(60, 0);
@@ -254,7 +254,7 @@ test("a graceful stop finishes in-flight jobs, then releases those that overrun 
   expect(released.attempts).toBe(0);
   expect(released.lease).toBeNull();
   const { rows } = await t.db.query(
-    `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE queue = 'shutdown' AND status = 'running'`,
+    `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE queue = 'shutdown' AND status = 'running'`,
   );
   expect(rows[0].n).toBe(0);
 });
@@ -329,7 +329,7 @@ test("runOnce claims a batch, runs it and records the outcomes", async () => {
   await t.skipq.enqueueMany([1, 2, 3].map((n) => ({ job: "o", payload: { n }, queue: "once" })));
   expect(await w.runOnce()).toBe(3);
   const { rows } = await t.db.query(
-    `SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE queue = 'once' AND status = 'completed'`,
+    `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE queue = 'once' AND status = 'completed'`,
   );
   expect(rows[0].n).toBe(3);
 });

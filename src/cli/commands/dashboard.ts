@@ -3,9 +3,11 @@
  * SIGTERM or SIGINT. Credentials come from SKIPQ_DASHBOARD_TOKEN, or
  * SKIPQ_DASHBOARD_USER and SKIPQ_DASHBOARD_PASSWORD. Without them it serves
  * loopback only, with a one-time token it prints; it never listens on another
- * address without credentials.
+ * address without credentials. The session secret comes from
+ * SKIPQ_DASHBOARD_SESSION_SECRET or a file, never a flag value (`ps` shows those).
  */
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import { Skipq } from "../../core/client.js";
 import { defaultLogger } from "../../core/logger.js";
@@ -20,6 +22,27 @@ interface DashboardFlags {
   host: string;
   basePath?: string;
   metricsPublic?: boolean;
+  secureCookies?: boolean;
+  trustProxy?: boolean;
+  sessionSecretFile?: string;
+}
+
+/** The secret in a file (a trailing newline dropped), so it never shows in `ps` as a flag value would. */
+function readSecret(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (error) {
+    throw new CliError(
+      `--session-secret-file ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); create it with \`openssl rand -hex 32 > ${file}\``,
+    );
+  }
+  const secret = text.replace(/\r?\n$/, "");
+  if (secret.length < 32)
+    throw new CliError(
+      `--session-secret-file ${file} holds ${secret.length} characters; a session secret needs at least 32 (\`openssl rand -hex 32\`)`,
+    );
+  return secret;
 }
 
 function log(line: string): void {
@@ -34,6 +57,15 @@ export function dashboardCommand(program: Command): void {
     .option("-H, --host <address>", "address to listen on; anything but loopback needs credentials", "127.0.0.1")
     .option("--base-path <path>", 'serve under a path prefix, e.g. "/skipq" behind a proxy')
     .option("--metrics-public", "serve /metrics without sign-in (for a Prometheus without credentials)")
+    .option("--secure-cookies", "mark cookies Secure: TLS ends at a proxy in front of every request")
+    .option(
+      "--trust-proxy",
+      "trust X-Forwarded-Proto/-For/-Host from the reverse proxy in front (Secure cookies for HTTPS sign-ins, throttling by the real client)",
+    )
+    .option(
+      "--session-secret-file <path>",
+      "read the session secret (at least 32 characters) from a file, to keep sessions across restarts and replicas",
+    )
     .addHelpText(
       "after",
       `
@@ -41,15 +73,19 @@ Credentials (required for any host but 127.0.0.1/::1):
   SKIPQ_DASHBOARD_TOKEN                            a token of at least 16 characters
   SKIPQ_DASHBOARD_USER + SKIPQ_DASHBOARD_PASSWORD  sign-in form and HTTP Basic
 Without them, on loopback, a one-time token is generated and printed.
+SKIPQ_DASHBOARD_SESSION_SECRET (or --session-secret-file) keeps sessions valid
+across restarts and replicas; without it a restart signs everyone out.
 
 Examples:
   $ SKIPQ_DASHBOARD_TOKEN=$(openssl rand -hex 24) skipq dashboard --port 4680
-  $ skipq dashboard --host 0.0.0.0 --port 8080     # refused unless credentials are set`,
+  $ skipq dashboard --host 0.0.0.0 --port 8080     # refused unless credentials are set
+  $ skipq dashboard --base-path /skipq --trust-proxy --session-secret-file /run/secrets/skipq   # behind a TLS proxy`,
     )
     .action(async (flags: DashboardFlags, command: Command) => {
       const config = resolveConfig(command);
       const connectionString = requireDatabase(config);
       const port = parseInteger("--port", flags.port, 0, 65_535);
+      const sessionSecret = flags.sessionSecretFile === undefined ? undefined : readSecret(flags.sessionSecretFile);
       let credentials: ReturnType<typeof resolveCredentials>;
       try {
         credentials = resolveCredentials(undefined);
@@ -68,6 +104,9 @@ Examples:
           ...(generated ? { auth: { token: generated } } : {}),
           ...(flags.basePath ? { basePath: flags.basePath } : {}),
           metricsAuth: !flags.metricsPublic,
+          secureCookies: flags.secureCookies === true,
+          trustProxy: flags.trustProxy === true,
+          ...(sessionSecret === undefined ? {} : { sessionSecret }),
           logger: defaultLogger,
         });
         log(`schema "${config.schema}" at ${running.url}`);

@@ -34,7 +34,7 @@ Examples:
       const explicit = command.optsWithGlobals<GlobalOptions>().schema ?? process.env.SKIPQ_SCHEMA;
       try {
         // Loaded on demand: the progress bar and the embedded server are only for the demo.
-        const { runDemo } = await import("../demo.js");
+        const { runDemo } = await import("../demo/run.js");
         await runDemo({
           jobs,
           concurrency,

@@ -3,7 +3,7 @@
  * error included. An unknown id exits 1. Read-only.
  */
 import type { Command } from "commander";
-import type { JobRow } from "../../ops/admin.js";
+import type { JobRow } from "../../ops/adminTypes.js";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";

@@ -4,7 +4,7 @@
  */
 import type { Command } from "commander";
 import { closest } from "../../core/errors.js";
-import { JOB_STATUSES, type JobStatus } from "../../ops/admin.js";
+import { JOB_STATUSES, type JobStatus } from "../../ops/adminTypes.js";
 import { firstLine, iso, printJson, table, withSession } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseId, parseInteger, parseName } from "../parse.js";

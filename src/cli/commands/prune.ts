@@ -4,7 +4,7 @@
  * Never deletes pending or running jobs.
  */
 import type { Command } from "commander";
-import type { JobStatus } from "../../ops/admin.js";
+import type { JobStatus } from "../../ops/adminTypes.js";
 import { printJson, withSession } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseDuration } from "../parse.js";

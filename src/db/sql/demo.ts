@@ -15,6 +15,6 @@ export function demoStatements(schema: string, mark: string) {
     /** COMMENT takes no bind parameters; the mark is a constant, quoted here. */
     schemaMark: `COMMENT ON SCHEMA ${schema} IS '${mark.replaceAll("'", "''")}'`,
     summaryByQueue: `SELECT queue, status, count(*)::int AS jobs, sum(attempts)::int AS attempts
-                       FROM ${schema}.jobs GROUP BY queue, status ORDER BY queue, status`,
+                       FROM ${schema}.all_jobs GROUP BY queue, status ORDER BY queue, status`,
   } as const;
 }

@@ -15,7 +15,7 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { claimableQueues, claimUpdate } from "./jobs.js";
+import { claimableQueues, claimOrder, claimUpdate, perQueue } from "./jobs.js";
 
 /** An SQL string literal, safe whatever `standard_conforming_strings` says. NUL is refused by the caller's validation. */
 export function literal(value: string): string {
@@ -77,42 +77,59 @@ export function limitedClaimText(p: LimitedClaimParams): string {
     aging === null ? "priority DESC, run_at, id" : "aged DESC, CASE WHEN aged THEN 0 ELSE -priority END, run_at, id";
 
   // Candidates from limited queues, skipping queues and keys that can start
-  // nothing now, so the lookahead is spent on jobs that can run. No row locks:
-  // the claim locks serialise limited claimers, and the UPDATE rechecks status.
-  // (queue = ANY(open queues), never "<> ALL(blocked)": see claimableQueues for why.)
-  const candidateFilter = `queue = ANY (ARRAY(SELECT q FROM unnest(${L}) AS q
-                                           WHERE q NOT IN (SELECT name FROM ${S}.queues WHERE paused_at IS NOT NULL)
-                                             AND q NOT IN (SELECT queue FROM full_q)))
-            AND NOT EXISTS (SELECT 1 FROM full_k f WHERE f.queue = j.queue AND f.key = j.concurrency_key)`;
+  // nothing now, so the lookahead is spent on jobs that can run: one ordered
+  // scan per open queue (perQueue), none of another queue's backlog. No row
+  // locks: the claim locks serialise limited claimers, and the UPDATE rechecks status.
+  const openLimited = `ARRAY(SELECT q FROM unnest(${L}) AS q
+                              WHERE q NOT IN (SELECT name FROM ${S}.queues WHERE paused_at IS NOT NULL)
+                                AND q NOT IN (SELECT queue FROM full_q))`;
+  const keyOpen = "NOT EXISTS (SELECT 1 FROM full_k f WHERE f.queue = j.queue AND f.key = j.concurrency_key)";
+  const candidateColumns = (aged: boolean) =>
+    `j.id, j.queue, j.concurrency_key AS key, j.priority, j.run_at, ${aged} AS aged`;
   const candidates =
     aging === null
-      ? `SELECT id, queue, concurrency_key AS key, priority, run_at, false AS aged FROM ${jobs} j
-          WHERE status = 'pending' AND run_at <= now() AND ${candidateFilter}
-          ORDER BY priority DESC, run_at, id LIMIT ${p.lookahead}`
-      : `(SELECT id, queue, concurrency_key AS key, priority, run_at, true AS aged FROM ${jobs} j
-           WHERE status = 'pending' AND run_at <= now() - ${aging} AND ${candidateFilter}
-           ORDER BY run_at, id LIMIT ${p.lookahead})
+      ? perQueue(jobs, openLimited, String(p.lookahead), {
+          order: "priority",
+          where: keyOpen,
+          lock: false,
+          columns: candidateColumns(false),
+        })
+      : `(${perQueue(jobs, openLimited, String(p.lookahead), {
+          order: "age",
+          where: `j.run_at <= now() - ${aging} AND ${keyOpen}`,
+          lock: false,
+          columns: candidateColumns(true),
+        })})
          UNION ALL
-         (SELECT id, queue, concurrency_key AS key, priority, run_at, false AS aged FROM ${jobs} j
-           WHERE status = 'pending' AND run_at <= now() AND run_at > now() - ${aging} AND ${candidateFilter}
-           ORDER BY priority DESC, run_at, id LIMIT ${p.lookahead})`;
+         (${perQueue(jobs, openLimited, String(p.lookahead), {
+           order: "priority",
+           where: `j.run_at > now() - ${aging} AND ${keyOpen}`,
+           lock: false,
+           columns: candidateColumns(false),
+         })})`;
 
-  // Queues without limits in the same batch: exactly the plain claim (SKIP LOCKED, index order).
-  const freeFilter = `queue = ANY (${claimableQueues(S, F)})`;
+  // Queues without limits in the same batch: exactly the plain claim (SKIP LOCKED, one scan per queue).
+  const free = claimableQueues(S, F);
   const none =
     "SELECT NULL::bigint AS id, NULL::smallint AS priority, NULL::timestamptz AS run_at, false AS aged WHERE false";
   const freeAged =
     p.freeQueues.length === 0 || aging === null
       ? none
-      : `SELECT id, priority, run_at, true AS aged FROM ${jobs}
-          WHERE status = 'pending' AND run_at <= now() - ${aging} AND ${freeFilter}
-          ORDER BY run_at, id LIMIT ${p.limit} FOR UPDATE SKIP LOCKED`;
+      : perQueue(jobs, free, String(p.limit), {
+          order: "age",
+          where: `j.run_at <= now() - ${aging}`,
+          lock: true,
+          columns: "j.id, j.priority, j.run_at, true AS aged",
+        });
   const freeFresh =
     p.freeQueues.length === 0
       ? none
-      : `SELECT id, priority, run_at, false AS aged FROM ${jobs}
-          WHERE status = 'pending' AND run_at <= now() ${aging === null ? "" : `AND run_at > now() - ${aging}`} AND ${freeFilter}
-          ORDER BY priority DESC, run_at, id LIMIT ${p.limit} - (SELECT count(*) FROM free_aged) FOR UPDATE SKIP LOCKED`;
+      : perQueue(jobs, free, `${p.limit} - (SELECT count(*) FROM free_aged)`, {
+          order: "priority",
+          ...(aging === null ? {} : { where: `j.run_at > now() - ${aging}` }),
+          lock: true,
+          columns: "j.id, j.priority, j.run_at, false AS aged",
+        });
 
   const claim = `WITH
   -- Taken after the locks: this claim's starts are ordered after the previous holder's.
@@ -175,7 +192,7 @@ export function limitedClaimText(p: LimitedClaimParams): string {
   trimmed AS (
     DELETE FROM ${S}.rate_starts s USING cfg c
      WHERE s.queue = c.queue AND (c.rlim IS NULL OR s.started_at <= (SELECT t FROM ts) - c.rwin * interval '1 millisecond'))
-SELECT * FROM claimed`;
+SELECT * FROM claimed ORDER BY ${claimOrder(aging)}`;
   return `${locks}\n${claim}`;
 }
 

@@ -1,30 +1,58 @@
 /**
  * The claim path: every statement a worker runs, on one screen, so every lock
- * taken is visible. Each builder takes the quoted schema and returns named
- * statements (names are per schema, for prepared-statement caches).
+ * taken is visible — claim, complete, settle (retry, snooze, release, dead,
+ * cancel), heartbeat — and the inserts of enqueue.
  *
  * Invariants owned here:
- * - a claim is one statement, from the jobs table alone, committed before any handler runs;
- * - every transition after a claim matches `lease` (the claiming transaction's id),
- *   so a worker whose lease expired cannot overwrite a newer holder's outcome;
+ * - a claim is one statement, from the jobs table alone, committed before any
+ *   handler runs, and reads only the queues it was asked for (one ordered
+ *   index scan per queue, each stopping after LIMIT rows);
+ * - every transition after a claim matches `lease` (the claiming transaction's
+ *   id), so a worker whose lease expired cannot overwrite a newer holder's outcome;
+ * - a job that finishes leaves the jobs table in the same fenced statement that
+ *   finishes it, for job_history (completed history can be switched off);
  * - all time arithmetic uses the database's now(), never a worker's clock.
  */
-
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
 
 /**
  * The queues of `queues` (an SQL text[] expression) the plain claim may take
  * from: not paused, no limits, no paused key. One InitPlan over the tiny
- * queues table, evaluated once per claim. Written as `queue = ANY(<this>)`
- * rather than `queue = ANY($1) AND queue <> ALL(<blocked>)`: the planner
- * estimates `<> ALL` of an unknown array as matching almost nothing when the
- * table holds few distinct queues, and then prefers sorting every pending row
- * over the ordered index scan that stops after LIMIT rows.
+ * queues table, evaluated once per claim.
  */
 export function claimableQueues(schema: string, queues: string): string {
   return `ARRAY(SELECT q FROM unnest(${queues}) AS q WHERE q NOT IN (
                   SELECT name FROM ${schema}.queues WHERE paused_at IS NOT NULL OR limited OR keys_paused_until > now()))`;
+}
+
+/**
+ * Up to `limit` runnable jobs of each queue in `queues` (an SQL text[]), each
+ * queue read by its own ordered scan of jobs_pending_claim (queue, priority
+ * DESC, run_at, id) that stops after `limit` rows, then merged in claim order
+ * and cut to `limit`. Strict priority across the queues asked for; a backlog in
+ * a queue not asked for is never read. With `lock`, rows are locked SKIP LOCKED
+ * as each scan reads them (the few read beyond the final cut stay locked only
+ * until the claim commits). `where` adds conditions on `j` (aging).
+ */
+export function perQueue(
+  jobs: string,
+  queues: string,
+  limit: string,
+  o: { order: "priority" | "age"; where?: string; lock: boolean; columns?: string },
+): string {
+  const order = o.order === "priority" ? "j.priority DESC, j.run_at, j.id" : "j.run_at, j.id";
+  // Only the age-ordered scans state attempts >= 0: it is jobs_pending_age's predicate (see migration 0008).
+  const where = [o.order === "age" ? "j.attempts >= 0" : "", o.where ?? ""].filter(Boolean).join(" AND ");
+  const outer = o.order === "priority" ? "c.priority DESC, c.run_at, c.id" : "c.run_at, c.id";
+  return `SELECT c.* FROM unnest(${queues}) AS q(name)
+          CROSS JOIN LATERAL (
+            SELECT ${o.columns ?? "j.id, j.priority, j.run_at"} FROM ${jobs} j
+             WHERE j.queue = q.name AND j.status = 'pending' AND j.run_at <= now()${where ? ` AND ${where}` : ""}
+             ORDER BY ${order}
+             LIMIT ${limit}${o.lock ? "\n             FOR UPDATE SKIP LOCKED" : ""}) c
+          ORDER BY ${outer}
+          LIMIT ${limit}`;
 }
 
 /**
@@ -48,9 +76,53 @@ export function claimUpdate(
                  j.run_at, j.created_at, j.headers, j.concurrency_key, j.locked_at`;
 }
 
+/**
+ * The order a claim hands its jobs out in (the worker starts and prefetches them in this order): aged
+ * jobs first, oldest first, then priority, run_at, id — "aged" judged against the claim's own locked_at,
+ * the database clock the claim itself used. `aging`: the threshold as an SQL interval, or null. Sorted in
+ * the statement because an UPDATE's RETURNING keeps no order.
+ */
+export function claimOrder(aging: string | null): string {
+  if (aging === null) return "priority DESC, run_at, id";
+  const aged = `run_at <= locked_at - ${aging}`;
+  return `(${aged}) DESC, CASE WHEN ${aged} THEN 0 ELSE -priority END, run_at, id`;
+}
+
+/** job_history's columns, in the order `historyValues` lists them. */
+export const HISTORY_COLUMNS = `id, queue, kind, payload, idempotency_key, status, priority, attempts, max_attempts,
+  run_at, locked_at, locked_by, last_error, error_fingerprint, headers, concurrency_key, created_at, finished_at`;
+
+/**
+ * The history row of a job leaving the live table, from a CTE `from` holding its
+ * deleted row: `status`, `error` and `fingerprint` are SQL expressions over it.
+ */
+export function historyValues(from: string, status: string, error = "last_error", fingerprint = "error_fingerprint") {
+  return `SELECT id, queue, kind, payload, idempotency_key, ${status}, priority, attempts, max_attempts,
+                 run_at, locked_at, locked_by, ${error}, ${fingerprint}, headers, concurrency_key, created_at, now()
+            FROM ${from}`;
+}
+
 export function jobStatements(names: Schema) {
   const schema = names.sql;
   const jobs = `${schema}.jobs`;
+  const history = `${schema}.job_history`;
+  const keepCompleted = `(SELECT keep_completed FROM ${schema}.settings)`;
+  const columns = "queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key";
+  // One job: its id is the key's (when $8, its key, was taken by this statement) or a new one; nothing is
+  // inserted when the key was taken before.
+  const insertOne = `INSERT INTO ${jobs} (id, ${columns}) OVERRIDING SYSTEM VALUE
+         SELECT COALESCE((SELECT job_id FROM k), nextval('${schema}.jobs_id_seq')), $1, $2, $3::jsonb, $4, $5,
+                COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb, $10
+          WHERE $8::text IS NULL OR EXISTS (SELECT 1 FROM k)
+         RETURNING id, queue, run_at`;
+  const recordset = `r(i int, queue text, kind text, payload jsonb, priority smallint, max_attempts int,
+                        run_at timestamptz, delay_ms float8, key text, headers jsonb, ckey text)`;
+  /** Takes idempotency key `key` of `queue` (SQL expressions) for a new id, unless it is taken: CTE `k`. */
+  const takeKey = (queue: string, key: string) => `k AS (
+         INSERT INTO ${schema}.job_keys (queue, key, job_id)
+         SELECT ${queue}, ${key}, nextval('${schema}.jobs_id_seq') WHERE ${key}::text IS NOT NULL
+         ON CONFLICT (queue, key) DO NOTHING
+         RETURNING job_id)`;
   return statements(
     names,
     { prepare: true },
@@ -58,75 +130,85 @@ export function jobStatements(names: Schema) {
       /**
        * Claim up to $2 runnable jobs from queues $1 for worker $3, leased for $4 ms.
        * The CTE is MATERIALIZED so the planner cannot re-run the LIMITed select per
-       * outer row (the "claim returns more rows than LIMIT" trap). SKIP LOCKED steps
-       * over rows other claimers hold; the ORDER BY matches jobs_pending_claim.
-       * Queues that are paused or have limits (see sql/flow.ts) are left out here:
-       * the limited claim serves them, so this common path stays one index scan.
+       * outer row (the "claim returns more rows than LIMIT" trap). Queues that are
+       * paused or have limits (see sql/flow.ts) are left out here: the limited claim
+       * serves them, so this common path stays one index scan per queue.
        */
       jobClaimBatch: `WITH picked AS MATERIALIZED (
-         SELECT id FROM ${jobs}
-          WHERE status = 'pending' AND run_at <= now() AND queue = ANY (${claimableQueues(schema, "$1::text[]")})
-          ORDER BY priority DESC, run_at, id
-          LIMIT $2
-          FOR UPDATE SKIP LOCKED)
-       ${claimUpdate(jobs, "picked")}`,
+         ${perQueue(jobs, claimableQueues(schema, "$1::text[]"), "$2", { order: "priority", lock: true })}),
+       claimed AS (${claimUpdate(jobs, "picked")})
+       SELECT * FROM claimed ORDER BY ${claimOrder(null)}`,
 
       /**
        * jobClaimBatch with priority aging: jobs runnable for longer than $5 ms are
-       * taken first, oldest first, as if top priority; the rest fill the batch in
-       * priority order. Two index-ordered scans (jobs_pending_age, then
-       * jobs_pending_claim), each stopping after LIMIT rows; the second skips the
-       * aged rows by run_at so none is taken twice. A now()-relative "aged" flag
-       * cannot be indexed, hence two scans rather than one ORDER BY.
+       * taken first, oldest first, as if top priority (jobs_pending_age, per queue);
+       * the rest fill the batch in priority order. The second scan skips the aged
+       * rows by run_at so none is taken twice. A now()-relative "aged" flag cannot
+       * be indexed, hence two scans rather than one ORDER BY.
        */
       jobClaimBatchAged: `WITH aged AS MATERIALIZED (
-         SELECT id FROM ${jobs}
-          WHERE status = 'pending' AND run_at <= now() - $5::float8 * interval '1 millisecond'
-            AND queue = ANY (${claimableQueues(schema, "$1::text[]")})
-          ORDER BY run_at, id
-          LIMIT $2
-          FOR UPDATE SKIP LOCKED),
+         ${perQueue(jobs, claimableQueues(schema, "$1::text[]"), "$2", {
+           order: "age",
+           where: "j.run_at <= now() - $5::float8 * interval '1 millisecond'",
+           lock: true,
+         })}),
        fresh AS MATERIALIZED (
-         SELECT id FROM ${jobs}
-          WHERE status = 'pending' AND run_at <= now() AND run_at > now() - $5::float8 * interval '1 millisecond'
-            AND queue = ANY (${claimableQueues(schema, "$1::text[]")})
-          ORDER BY priority DESC, run_at, id
-          LIMIT $2 - (SELECT count(*) FROM aged)
-          FOR UPDATE SKIP LOCKED),
-       picked AS (SELECT id FROM aged UNION ALL SELECT id FROM fresh)
-       ${claimUpdate(jobs, "picked")}`,
+         ${perQueue(jobs, claimableQueues(schema, "$1::text[]"), "$2 - (SELECT count(*) FROM aged)", {
+           order: "priority",
+           where: "j.run_at > now() - $5::float8 * interval '1 millisecond'",
+           lock: true,
+         })}),
+       picked AS (SELECT id FROM aged UNION ALL SELECT id FROM fresh),
+       claimed AS (${claimUpdate(jobs, "picked")})
+       SELECT * FROM claimed ORDER BY ${claimOrder("$5::float8 * interval '1 millisecond'")}`,
 
       /**
-       * Record successes in one statement; returns the ids whose lease still matched. In this and the
-       * other batched updates below, `id = ANY ($1)` makes the rows a primary-key lookup: joined to
-       * unnest(...) alone, the planner hashes a scan of the whole table, history included, per batch.
+       * Record successes in one statement: each job whose lease still matches
+       * leaves the live table for job_history (unless completed history is off);
+       * returns those ids. `id = ANY ($1)` makes the rows a primary-key lookup:
+       * joined to unnest(...) alone, the planner may hash a scan of the whole table.
        */
-      jobCompleteMany: `UPDATE ${jobs} AS j
-          SET status = 'completed', completed_at = now(), updated_at = now(), lease = NULL, lease_expires_at = NULL
-         FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
-        WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-       RETURNING j.id`,
+      jobCompleteMany: `WITH done AS (
+         DELETE FROM ${jobs} AS j USING unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
+          WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
+         RETURNING j.*),
+       kept AS (
+         INSERT INTO ${history} (${HISTORY_COLUMNS})
+         ${historyValues("done", "'completed'")} WHERE ${keepCompleted})
+       SELECT id FROM done`,
 
       /**
-       * Every other outcome, batched: 'retry' (back to pending after $5 ms, or dead
-       * when attempts are used up), 'snooze' and 'release' (pending again without
-       * consuming the attempt), 'dead', 'cancel'.
+       * Every other outcome, batched. 'retry' goes back to pending after $5 ms,
+       * or to history as dead when attempts are used up; 'snooze' and 'release'
+       * go back to pending without consuming the attempt; 'dead' and 'cancel'
+       * go to history. The two data-modifying CTEs take disjoint rows (their
+       * conditions exclude each other).
        */
-      jobSettleMany: `UPDATE ${jobs} AS j
-          SET status = CASE d.action
-                WHEN 'retry' THEN CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END
-                WHEN 'snooze' THEN 'pending' WHEN 'release' THEN 'pending'
-                WHEN 'dead' THEN 'dead' ELSE 'cancelled' END,
-              attempts = CASE WHEN d.action IN ('snooze', 'release') THEN j.attempts - 1 ELSE j.attempts END,
-              run_at = CASE WHEN d.action IN ('retry', 'snooze') THEN now() + d.delay_ms * interval '1 millisecond'
-                            WHEN d.action = 'release' THEN now() ELSE j.run_at END,
-              last_error = COALESCE(d.error, j.last_error),
-              error_fingerprint = COALESCE(d.fingerprint, j.error_fingerprint),
-              lease = NULL, lease_expires_at = NULL, updated_at = now()
-         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::text[])
-              AS d(id, lease, action, error, delay_ms, fingerprint)
-        WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-       RETURNING j.id, j.status`,
+      jobSettleMany: `WITH d AS MATERIALIZED (
+         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::text[])
+                AS d(id, lease, action, error, delay_ms, fingerprint)),
+       again AS (
+         UPDATE ${jobs} AS j
+            SET status = 'pending',
+                attempts = CASE WHEN d.action IN ('snooze', 'release') THEN j.attempts - 1 ELSE j.attempts END,
+                run_at = CASE WHEN d.action = 'release' THEN now() ELSE now() + d.delay_ms * interval '1 millisecond' END,
+                last_error = COALESCE(d.error, j.last_error),
+                error_fingerprint = COALESCE(d.fingerprint, j.error_fingerprint),
+                lease = NULL, lease_expires_at = NULL, updated_at = now()
+           FROM d
+          WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
+            AND (d.action IN ('snooze', 'release') OR (d.action = 'retry' AND j.attempts < j.max_attempts))
+         RETURNING j.id, 'pending' AS status),
+       gone AS (
+         DELETE FROM ${jobs} AS j USING d
+          WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
+            AND (d.action IN ('dead', 'cancel') OR (d.action = 'retry' AND j.attempts >= j.max_attempts))
+         RETURNING j.*, CASE WHEN d.action = 'cancel' THEN 'cancelled' ELSE 'dead' END AS outcome,
+                   d.error AS new_error, d.fingerprint AS new_fingerprint),
+       buried AS (
+         INSERT INTO ${history} (${HISTORY_COLUMNS})
+         ${historyValues("gone", "outcome", "COALESCE(new_error, last_error)", "COALESCE(new_fingerprint, error_fingerprint)")})
+       SELECT id, status FROM again UNION ALL SELECT id, outcome FROM gone`,
 
       /** Extend the leases of running jobs by $3 ms; returns the ids still held. */
       jobHeartbeatMany: `UPDATE ${jobs} AS j
@@ -136,14 +218,11 @@ export function jobStatements(names: Schema) {
        RETURNING j.id`,
 
       /**
-       * Insert one job ($1–$10 as jobInsertQuiet); nothing (and no row) when its idempotency key exists.
+       * Insert one job ($1–$10 as jobInsertQuiet); no row back when its idempotency key is taken.
        * Notifies channel $11 on commit, queue name only.
        */
-      jobInsert: `WITH ins AS (
-         INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key)
-         VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb, $10)
-         ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-         RETURNING id, queue, run_at)
+      jobInsert: `WITH ${takeKey("$1", "$8")},
+       ins AS (${insertOne})
        SELECT id, CASE WHEN run_at <= now() THEN pg_notify($11, queue)::text END AS notified FROM ins`,
 
       /**
@@ -152,10 +231,9 @@ export function jobStatements(names: Schema) {
        * database-wide notify lock through its commit, WAL flush included, so single enqueues from many
        * producers would commit one at a time instead of sharing WAL flushes.
        */
-      jobInsertQuiet: `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key)
-       VALUES ($1, $2, $3::jsonb, $4, $5, COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb, $10)
-       ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-       RETURNING id, run_at <= now() AS due`,
+      jobInsertQuiet: `WITH ${takeKey("$1", "$8")},
+       ins AS (${insertOne})
+       SELECT id, run_at <= now() AS due FROM ins`,
 
       /**
        * The notifier's wake-up for queues whose jobs already committed. Its own transaction commits
@@ -165,36 +243,46 @@ export function jobStatements(names: Schema) {
       queueNotifyAfterCommit:
         "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, q)::text FROM unnest($2::text[]) AS q",
 
-      /** The existing job for an idempotency key (after jobInsert inserted nothing). */
-      jobFindByKey: `SELECT id FROM ${jobs} WHERE queue = $1 AND idempotency_key = $2`,
+      /** The job holding an idempotency key (after an insert inserted nothing), live or finished. */
+      jobFindByKey: `SELECT job_id AS id FROM ${schema}.job_keys WHERE queue = $1 AND key = $2`,
 
       /**
        * Insert many jobs from one JSON array (one parameter whatever the count, so
-       * never near the 65,535-parameter limit). ORDER BY i makes identity ids follow
-       * input order.
+       * never near the 65,535-parameter limit), none with an idempotency key: the
+       * identity hands out ids in input order (ORDER BY i).
        */
-      jobInsertMany: `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key)
+      jobInsertMany: `INSERT INTO ${jobs} (${columns})
        SELECT r.queue, r.kind, r.payload, r.priority, r.max_attempts,
-              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.key, r.headers, r.ckey
-         FROM jsonb_to_recordset($1::jsonb) AS r(i int, queue text, kind text, payload jsonb, priority smallint,
-              max_attempts int, run_at timestamptz, delay_ms float8, key text, headers jsonb, ckey text)
-        ORDER BY r.i
-       ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-       RETURNING id, queue, idempotency_key`,
-
-      /** jobInsertMany for rows without idempotency keys: no ON CONFLICT, so no speculative insertion per row. */
-      jobInsertManyKeyless: `INSERT INTO ${jobs} (queue, kind, payload, priority, max_attempts, run_at, headers, concurrency_key)
-       SELECT r.queue, r.kind, r.payload, r.priority, r.max_attempts,
-              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.headers, r.ckey
-         FROM jsonb_to_recordset($1::jsonb) AS r(i int, queue text, kind text, payload jsonb, priority smallint,
-              max_attempts int, run_at timestamptz, delay_ms float8, headers jsonb, ckey text)
+              COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), NULL, r.headers, r.ckey
+         FROM jsonb_to_recordset($1::jsonb) AS ${recordset}
         ORDER BY r.i
        RETURNING id`,
+
+      /**
+       * jobInsertMany for rows some of which carry idempotency keys: ids are drawn in input order first,
+       * keys taken (the first row of a key wins; a key taken by an earlier job is left alone), and only rows
+       * without a key or with a key they took are inserted. Returns every row's input position, its id and
+       * whether it was inserted (a row not inserted has a taken key: look up who holds it).
+       */
+      jobInsertManyKeyed: `WITH r AS MATERIALIZED (
+         SELECT r.*, nextval('${schema}.jobs_id_seq') AS id
+           FROM jsonb_to_recordset($1::jsonb) AS ${recordset}
+          ORDER BY r.i),
+       k AS (
+         INSERT INTO ${schema}.job_keys (queue, key, job_id)
+         SELECT queue, key, id FROM r WHERE key IS NOT NULL ORDER BY i
+         ON CONFLICT (queue, key) DO NOTHING
+         RETURNING job_id),
+       ins AS (
+         INSERT INTO ${jobs} (id, ${columns}) OVERRIDING SYSTEM VALUE
+         SELECT r.id, r.queue, r.kind, r.payload, r.priority, r.max_attempts,
+                COALESCE(r.run_at, now() + r.delay_ms * interval '1 millisecond'), r.key, r.headers, r.ckey
+           FROM r WHERE r.key IS NULL OR r.id IN (SELECT job_id FROM k)
+         RETURNING id)
+       SELECT r.i, r.id, r.id IN (SELECT id FROM ins) AS created FROM r ORDER BY r.i`,
 
       /** Wake workers of these queues (on commit). ::text because some drivers (Prisma) cannot read a void column. */
       queueNotify: "SELECT pg_notify($1, q)::text FROM unnest($2::text[]) AS q",
     },
   );
 }
-
-export type JobStatements = ReturnType<typeof jobStatements>;

@@ -12,6 +12,13 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
+import { HISTORY_COLUMNS, historyValues } from "./jobs.js";
+
+/** What a reaped job's last_error says (`p`: the row alias prefix). */
+function expiredError(p: string): string {
+  return `'lease expired: worker ' || COALESCE(${p}locked_by, '?') ||
+          ' stopped renewing it (crashed, killed, stalled or cut off from the database)'`;
+}
 
 export function maintenanceStatements(names: Schema) {
   const schema = names.sql;
@@ -40,25 +47,32 @@ export function maintenanceStatements(names: Schema) {
       leaderCurrent: `SELECT holder, acquired_at, expires_at FROM ${leaders} WHERE name = $1 AND expires_at > now()`,
 
       /**
-       * Return up to $1 jobs whose lease ran out to pending (attempt counted), or to dead when attempts are used up.
-       * run_at is left as it was (already <= now): a reclaimed job keeps its place at the head of the line
-       * instead of queueing behind the whole backlog (chaos P1: with run_at = now() a job stranded by a
-       * killed worker waited for the backlog to drain, not for lease + reaper interval).
+       * Return up to $1 jobs whose lease ran out to pending (attempt counted), or move them to history as dead
+       * when attempts are used up. run_at is left as it was (already <= now): a reclaimed job keeps its place
+       * at the head of the line instead of queueing behind the whole backlog (chaos P1: with run_at = now() a
+       * job stranded by a killed worker waited for the backlog to drain, not for lease + reaper interval).
        */
       jobReapExpired: `WITH expired AS MATERIALIZED (
          SELECT id FROM ${jobs}
           WHERE status = 'running' AND lease_expires_at < now()
           ORDER BY lease_expires_at
           LIMIT $1
-          FOR UPDATE SKIP LOCKED)
-       UPDATE ${jobs} AS j
-          SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-              lease = NULL, lease_expires_at = NULL, updated_at = now(),
-              last_error = 'lease expired: worker ' || COALESCE(j.locked_by, '?') ||
-                           ' stopped renewing it (crashed, killed, stalled or cut off from the database)'
-         FROM expired
-        WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now()
-       RETURNING j.id, j.status, j.locked_by`,
+          FOR UPDATE SKIP LOCKED),
+       again AS (
+         UPDATE ${jobs} AS j
+            SET status = 'pending', lease = NULL, lease_expires_at = NULL, updated_at = now(), last_error = ${expiredError("j.")}
+           FROM expired
+          WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now() AND j.attempts < j.max_attempts
+         RETURNING j.id, j.locked_by),
+       gone AS (
+         DELETE FROM ${jobs} AS j USING expired
+          WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now() AND j.attempts >= j.max_attempts
+         RETURNING j.*),
+       buried AS (
+         INSERT INTO ${schema}.job_history (${HISTORY_COLUMNS})
+         ${historyValues("gone", "'dead'", expiredError(""))})
+       SELECT id, 'pending' AS status, locked_by FROM again
+       UNION ALL SELECT id, 'dead', locked_by FROM gone`,
     },
   );
 }

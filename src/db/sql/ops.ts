@@ -2,8 +2,8 @@
  * Operations statements: worker presence, the dashboard's indexed overview and
  * throughput, and the health checks' reads of PostgreSQL's statistics views.
  * None of these is on the claim path. Every read here is bounded by live rows
- * (pending, running, dead: partial indexes) or by the last hour of completions
- * (jobs_completed_at), never by the size of the whole history.
+ * (the jobs table), dead rows (job_history_dead) or the last hour of
+ * completions (one or two history partitions), never by the whole history.
  */
 
 import type { Schema } from "../schema.js";
@@ -42,12 +42,13 @@ export function opsStatements(names: Schema) {
       queueOverview: `WITH pending AS (
                       SELECT queue, count(*) FILTER (WHERE run_at <= now()) AS ready,
                              count(*) FILTER (WHERE run_at > now()) AS scheduled,
-                             EXTRACT(EPOCH FROM now() - min(run_at) FILTER (WHERE run_at <= now())) AS oldest_s
+                             EXTRACT(EPOCH FROM now() - CASE WHEN count(*) FILTER (WHERE run_at <= now()) > 0
+                               THEN GREATEST(min(run_at) FILTER (WHERE run_at <= now()), 'epoch') END) AS oldest_s
                         FROM ${jobs} WHERE status = 'pending' GROUP BY queue),
                     running AS (SELECT queue, count(*) AS n FROM ${jobs} WHERE status = 'running' GROUP BY queue),
-                    dead AS (SELECT queue, count(*) AS n FROM ${jobs} WHERE status = 'dead' GROUP BY queue),
-                    done AS (SELECT queue, count(*) AS n FROM ${jobs}
-                              WHERE completed_at > now() - interval '1 hour' GROUP BY queue),
+                    dead AS (SELECT queue, count(*) AS n FROM ${schema}.job_history WHERE status = 'dead' GROUP BY queue),
+                    done AS (SELECT queue, count(*) AS n FROM ${schema}.job_history
+                              WHERE status = 'completed' AND finished_at > now() - interval '1 hour' GROUP BY queue),
                     names AS (SELECT queue FROM pending UNION SELECT queue FROM running UNION SELECT queue FROM dead
                               UNION SELECT queue FROM done UNION SELECT name FROM ${schema}.queues)
                     SELECT names.queue, coalesce(pending.ready, 0)::int AS pending, coalesce(pending.scheduled, 0)::int AS scheduled,
@@ -62,10 +63,14 @@ export function opsStatements(names: Schema) {
                       LEFT JOIN ${schema}.queues q ON q.name = names.queue
                      ORDER BY names.queue`,
 
-      /** Completions per minute over the last hour ($1: one queue, or all): an index-only scan of jobs_completed_at. */
-      throughputLastHour: `SELECT floor(EXTRACT(EPOCH FROM now() - completed_at) / 60)::int AS minutes_ago, count(*)::int AS n
-                           FROM ${jobs}
-                          WHERE completed_at > now() - interval '60 minutes' AND ($1::text IS NULL OR queue = $1)
+      /**
+       * Completions per minute over the last hour ($1: one queue, or all): the completed history's partitions
+       * of the last hour (pruned by finish time), read through the BRIN index on finished_at.
+       */
+      throughputLastHour: `SELECT floor(EXTRACT(EPOCH FROM now() - finished_at) / 60)::int AS minutes_ago, count(*)::int AS n
+                           FROM ${schema}.job_history
+                          WHERE status = 'completed' AND finished_at > now() - interval '60 minutes'
+                            AND ($1::text IS NULL OR queue = $1)
                           GROUP BY 1`,
 
       /**

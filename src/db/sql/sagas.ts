@@ -44,7 +44,7 @@ export function sagaStatements(names: Schema) {
        * cancelled it. Joins through sagas_live, a small partial index.
        */
       sagaStuck: `SELECT s.id, s.name, s.status, s.current_step, s.current_job_id, j.last_error
-         FROM ${sagas} s JOIN ${schema}.jobs j ON j.id = s.current_job_id
+         FROM ${sagas} s JOIN ${schema}.job_history j ON j.id = s.current_job_id
         WHERE s.status IN ('running', 'compensating') AND j.status IN ('dead', 'cancelled')
         ORDER BY s.id LIMIT $1`,
     },

@@ -4,15 +4,24 @@
  * Credentials: a token and/or a user and password, from options or from
  * SKIPQ_DASHBOARD_TOKEN / SKIPQ_DASHBOARD_USER + SKIPQ_DASHBOARD_PASSWORD.
  * A request is signed in by a session cookie (set by the sign-in form:
- * HttpOnly, SameSite=Strict, HMAC-signed, expiring), by
+ * HttpOnly, SameSite=Strict, a random value whose keyed hash is a row of
+ * dashboard_sessions, so sign-out revokes it and an idle one expires), by
  * `Authorization: Bearer <token>` or by HTTP Basic. Comparisons are
  * constant-time over SHA-256 digests. A state-changing POST from a cookie or
  * Basic session (which browsers attach on their own) must carry a CSRF token
- * derived from that session. Secrets are never logged or rendered.
+ * derived from that session. Secrets are never logged, rendered or stored.
+ *
+ * Every credential check (form, Basic, Bearer) goes through one throttle, per
+ * client and per user name, and every failure is logged; no limit is global,
+ * so a stranger's guessing can never lock the admin's own client out.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type http from "node:http";
-import { ValidationError } from "../../core/errors.js";
+import { SkipqError, ValidationError } from "../../core/errors.js";
+import type { Logger } from "../../core/logger.js";
+import type { Duration } from "../../core/validate.js";
+import type { Statement } from "../../db/statements.js";
+import type { Store } from "../../db/store.js";
 
 export interface DashboardAuth {
   /** A bearer token, also accepted by the sign-in form. Default: `SKIPQ_DASHBOARD_TOKEN`. At least 16 characters. */
@@ -61,30 +70,46 @@ export function generateToken(): string {
 const digest = (text: string): Buffer => createHash("sha256").update(text).digest();
 const same = (a: string, b: string): boolean => timingSafeEqual(digest(a), digest(b));
 
-/** Who a request is: `kind` decides whether a CSRF token is needed; `id` binds the token. */
+/** Who a request is: `kind` decides whether a CSRF token is needed; `id` binds the token; `name` is logged. */
 export interface Principal {
   kind: "session" | "bearer" | "basic" | "open";
   id: string;
+  /** "token", "user:<name>" or "open": who signed in, for the logs. */
+  name: string;
 }
 
 export const SESSION_COOKIE = "skipq_session";
+
+export interface SessionOptions {
+  /** Absolute lifetime of a session, from sign-in. */
+  ttlMs: number;
+  /** A session unused this long is refused. */
+  idleMs: number;
+  /** Keys session hashes and CSRF tokens; the same on every replica and across restarts keeps sessions valid. Default: random per process. */
+  secret?: string | undefined;
+}
 
 export class Authenticator {
   private readonly key: Buffer;
   constructor(
     private readonly credentials: Credentials | undefined,
-    private readonly sessionTtlMs: number,
-    secret?: string,
+    private readonly store: Store,
+    private readonly sessions: SessionOptions,
+    private readonly guard: {
+      throttle: CredentialThrottle;
+      clientOf: (req: http.IncomingMessage) => string;
+      logger: Logger;
+    },
   ) {
-    // Sessions are signed with a per-process secret mixed with the credentials,
-    // so changing the token or password signs everyone out.
-    this.key = createHmac("sha256", secret ?? randomBytes(32))
+    // The key mixes the secret with the credentials, so changing the token or
+    // password changes every session's hash and CSRF token: everyone is signed out.
+    this.key = createHmac("sha256", sessions.secret ?? randomBytes(32))
       .update(`${credentials?.token ?? ""}\u0000${credentials?.user ?? ""}\u0000${credentials?.password ?? ""}`)
       .digest();
   }
 
   get sessionTtlSeconds(): number {
-    return this.sessionTtlMs / 1000;
+    return this.sessions.ttlMs / 1000;
   }
 
   get enabled(): boolean {
@@ -99,21 +124,69 @@ export class Authenticator {
     return this.credentials?.user !== undefined;
   }
 
-  /** The principal behind a request, or undefined when it is not signed in. */
-  authenticate(req: http.IncomingMessage): Principal | undefined {
-    if (!this.credentials) return { kind: "open", id: "open" };
+  /**
+   * The principal behind a request, or undefined when it is not signed in.
+   * Throws `ThrottledError` when the request carries Bearer or Basic
+   * credentials its client (or, for an unknown client, its user name) may not
+   * try yet; the credentials are then not checked at all.
+   */
+  async authenticate(req: http.IncomingMessage): Promise<Principal | undefined> {
+    if (!this.credentials) return { kind: "open", id: "open", name: "open" };
     const header = req.headers.authorization;
-    if (header?.startsWith("Bearer ") && this.checkToken(header.slice(7).trim()))
-      return { kind: "bearer", id: "bearer" };
-    if (header?.startsWith("Basic ")) {
+    if (header?.startsWith("Bearer ")) {
+      if (this.check(req, "bearer", { token: header.slice(7).trim() }))
+        return { kind: "bearer", id: "bearer", name: "token" };
+    } else if (header?.startsWith("Basic ")) {
       const decoded = Buffer.from(header.slice(6).trim(), "base64").toString("utf8");
       const colon = decoded.indexOf(":");
-      if (colon > 0 && this.checkPassword(decoded.slice(0, colon), decoded.slice(colon + 1)))
-        return { kind: "basic", id: `basic:${decoded.slice(0, colon)}` };
+      const user = colon < 0 ? decoded : decoded.slice(0, colon);
+      const name = this.check(req, "basic", { user, password: colon < 0 ? "" : decoded.slice(colon + 1) });
+      if (name) return { kind: "basic", id: `basic:${user}`, name };
     }
-    const cookie = parseCookies(req.headers.cookie)[SESSION_COOKIE];
-    const session = cookie === undefined ? undefined : this.verifySession(cookie);
-    if (session) return { kind: "session", id: `session:${session}` };
+    const id = this.sessionId(req);
+    if (id === undefined) return undefined;
+    const { rows } = await this.query(this.sql.sessionTouch, [id, this.sessions.idleMs]);
+    const name = (rows[0] as { principal?: string } | undefined)?.principal;
+    return name === undefined ? undefined : { kind: "session", id: `session:${id}`, name };
+  }
+
+  /**
+   * One throttled credential check: a token, or a user and password. Returns
+   * who signed in ("token" or "user:<name>"), or undefined after logging the
+   * failure. Throws `ThrottledError`, without checking, when the client has
+   * failed too often, or when its user name is under attack and this client
+   * never signed in as it.
+   */
+  check(
+    req: http.IncomingMessage,
+    via: "form" | "basic" | "bearer",
+    given: { token?: string; user?: string; password?: string },
+  ): string | undefined {
+    const client = this.guard.clientOf(req);
+    const account = given.token !== undefined ? "token" : `user:${given.user ?? ""}`;
+    const wait = this.guard.throttle.wait(client, account);
+    if (wait > 0) throw new ThrottledError(wait);
+    const ok =
+      given.token !== undefined
+        ? this.checkToken(given.token)
+        : this.checkPassword(given.user ?? "", given.password ?? "");
+    if (ok) {
+      this.guard.throttle.succeeded(client, account);
+      return account;
+    }
+    const nowBlocked = this.guard.throttle.failed(client, account);
+    // The user name is logged only when it is the configured one: a password typed into the user field must not reach the logs.
+    const user =
+      given.token !== undefined ? undefined : given.user === this.credentials?.user ? given.user : "(another name)";
+    this.guard.logger.warn(
+      { client, via, ...(user === undefined ? { credential: "token" } : { user }) },
+      "skipq dashboard: failed credential check",
+    );
+    if (nowBlocked)
+      this.guard.logger.warn(
+        { client, account: user === undefined ? "token" : `user:${user}` },
+        "skipq dashboard: throttled after repeated failures; this client (or this name, from clients that never signed in as it) gets 429 for a while",
+      );
     return undefined;
   }
 
@@ -130,21 +203,28 @@ export class Authenticator {
     return userOk && passwordOk;
   }
 
-  /** A new signed session value: `expiry.nonce.signature`. */
-  newSession(): string {
-    const expires = Date.now() + this.sessionTtlMs;
-    const body = `${expires}.${randomBytes(16).toString("base64url")}`;
-    return `${body}.${this.sign(body)}`;
+  /**
+   * Starts a session for `name` ("token" or "user:<name>") and returns the
+   * cookie value: 256 random bits, of which the database keeps only a keyed
+   * hash. The session presented with the request, if any, is revoked in the
+   * same statement, so every sign-in rotates the session.
+   */
+  async startSession(req: http.IncomingMessage, name: string): Promise<string> {
+    const value = randomBytes(32).toString("base64url");
+    await this.query(this.sql.sessionCreate, [
+      this.hash(value),
+      name,
+      this.sessions.ttlMs,
+      this.sessionId(req) ?? null,
+      this.sessions.idleMs,
+    ]);
+    return value;
   }
 
-  /** The session's nonce when the value is authentic and unexpired. */
-  private verifySession(value: string): string | undefined {
-    const parts = value.split(".");
-    if (parts.length !== 3) return undefined;
-    const [expires, nonce, signature] = parts as [string, string, string];
-    if (!same(this.sign(`${expires}.${nonce}`), signature)) return undefined;
-    if (!/^\d+$/.test(expires) || Number(expires) < Date.now()) return undefined;
-    return nonce;
+  /** Revokes the request's session (sign-out); the cookie is worthless from then on, on every replica. */
+  async endSession(req: http.IncomingMessage): Promise<void> {
+    const id = this.sessionId(req);
+    if (id !== undefined) await this.query(this.sql.sessionRevoke, [id]);
   }
 
   /** The CSRF token for a principal: forms carry it, POSTs must echo it. */
@@ -158,8 +238,35 @@ export class Authenticator {
     return typeof token === "string" && same(token, this.csrfToken(principal));
   }
 
+  /** The stored id of the request's session cookie (its keyed hash), or undefined when it carries none. */
+  private sessionId(req: http.IncomingMessage): string | undefined {
+    const value = parseCookies(req.headers.cookie)[SESSION_COOKIE];
+    return value === undefined || value.length === 0 || value.length > 100 ? undefined : this.hash(value);
+  }
+
+  private hash(value: string): string {
+    return this.sign(`session\u0000${value}`);
+  }
+
   private sign(text: string): string {
     return createHmac("sha256", this.key).update(text).digest("base64url");
+  }
+
+  private get sql() {
+    return this.store.sql.dashboard;
+  }
+
+  private async query(statement: Statement, values: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }> {
+    try {
+      return await this.store.query(statement, values);
+    } catch (error) {
+      if ((error as { code?: string }).code === "42P01")
+        throw new SkipqError(
+          "SKIPQ_SCHEMA_NOT_MIGRATED",
+          "the dashboard keeps sessions in the dashboard_sessions table, which this schema lacks; run `skipq migrate` or call migrate() first",
+        );
+      throw error;
+    }
   }
 }
 
@@ -189,20 +296,119 @@ export function isLoopback(host: string | undefined): boolean {
   return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h);
 }
 
+/** A credential check refused without running: the client must wait `retryAfterSeconds`. */
+export class ThrottledError extends Error {
+  constructor(readonly retryAfterSeconds: number) {
+    super(`too many failed sign-ins; wait ${retryAfterSeconds} s and try again`);
+  }
+}
+
+export interface ThrottleOptions {
+  /** Failed credential checks one client may make per window; past it, that client's checks answer 429. Default 10. */
+  perClient?: number;
+  /**
+   * Failed checks against one user name (or the token) per window, across
+   * all clients; past it, clients that never signed in as that name answer
+   * 429 for it. Clients that did are never refused by this limit. Default 30.
+   */
+  perUser?: number;
+  /** The sliding window. Default "1m". */
+  window?: Duration;
+}
+
+/** How many keys each map of the throttle keeps; the least recently used go first. */
+const THROTTLE_KEYS = 10_000;
+/** How long a successful sign-in marks a client as known for that name. */
+const KNOWN_FOR_MS = 30 * 86_400_000;
+
 /**
- * Counts failed sign-ins in a sliding minute; past the limit, sign-in answers
- * 429 until the window moves on. Per process, not per client: an attacker
- * cannot make it faster, only slower for everyone (which is the point).
+ * Failed credential checks in a sliding window, per client and per account
+ * ("token" or "user:<name>"). Nothing is global: a client is refused for its
+ * own failures, and for an account under attack only while it has never
+ * signed in as that account here. In memory, per process: each replica
+ * throttles on its own. Bounded: at most THROTTLE_KEYS keys per map.
  */
-export class SignInThrottle {
-  private failures: number[] = [];
-  constructor(private readonly perMinute = 20) {}
-  blocked(): boolean {
-    const cutoff = Date.now() - 60_000;
-    this.failures = this.failures.filter((t) => t > cutoff);
-    return this.failures.length >= this.perMinute;
+export class CredentialThrottle {
+  private readonly perClient: number;
+  private readonly perUser: number;
+  private readonly windowMs: number;
+  private readonly byClient = new Map<string, number[]>();
+  private readonly byAccount = new Map<string, number[]>();
+  /** `${account}\u0000${client}` → when it last signed in. */
+  private readonly known = new Map<string, number>();
+
+  constructor(options: { perClient: number; perUser: number; windowMs: number }) {
+    this.perClient = options.perClient;
+    this.perUser = options.perUser;
+    this.windowMs = options.windowMs;
   }
-  fail(): void {
-    this.failures.push(Date.now());
+
+  /** Seconds (rounded up) until this client may try this account; 0 when it may now. */
+  wait(client: string, account: string, now = Date.now()): number {
+    const clientWait = this.waitOn(this.byClient, client, this.perClient, now);
+    if (clientWait > 0) return clientWait;
+    const knownAt = this.known.get(`${account}\u0000${client}`);
+    if (knownAt !== undefined && knownAt > now - KNOWN_FOR_MS) return 0;
+    return this.waitOn(this.byAccount, account, this.perUser, now);
   }
+
+  /** Records a failure; true when it just made the client (or the account) refused. */
+  failed(client: string, account: string, now = Date.now()): boolean {
+    const a = this.record(this.byClient, client, this.perClient, now);
+    const b = this.record(this.byAccount, account, this.perUser, now);
+    return a || b;
+  }
+
+  succeeded(client: string, account: string, now = Date.now()): void {
+    const key = `${account}\u0000${client}`;
+    this.known.delete(key);
+    this.known.set(key, now);
+    if (this.known.size > THROTTLE_KEYS) this.known.delete(this.known.keys().next().value as string);
+  }
+
+  private recent(map: Map<string, number[]>, key: string, now: number): number[] {
+    const cutoff = now - this.windowMs;
+    const times = (map.get(key) ?? []).filter((t) => t > cutoff);
+    if (times.length === 0) map.delete(key);
+    return times;
+  }
+
+  private waitOn(map: Map<string, number[]>, key: string, limit: number, now: number): number {
+    const times = this.recent(map, key, now);
+    if (times.length < limit) return 0;
+    const freeAt = (times[times.length - limit] as number) + this.windowMs;
+    return Math.max(1, Math.ceil((freeAt - now) / 1000));
+  }
+
+  private record(map: Map<string, number[]>, key: string, limit: number, now: number): boolean {
+    const times = this.recent(map, key, now);
+    times.push(now);
+    // Keep only what the limit needs, so one key never grows past it.
+    if (times.length > limit) times.splice(0, times.length - limit);
+    map.delete(key);
+    map.set(key, times);
+    if (map.size > THROTTLE_KEYS) map.delete(map.keys().next().value as string);
+    return times.length === limit;
+  }
+}
+
+/**
+ * The client a request comes from, for throttling: the socket's address, or,
+ * behind a trusted proxy, the last address in X-Forwarded-For (the one that
+ * proxy saw). IPv6 clients count per /64, the block one host usually holds.
+ */
+export function clientAddress(req: http.IncomingMessage, trustProxy: boolean): string {
+  let address = req.socket.remoteAddress ?? "unknown";
+  if (trustProxy) {
+    const forwarded = req.headers["x-forwarded-for"];
+    const last = (Array.isArray(forwarded) ? forwarded.join(",") : (forwarded ?? "")).split(",").at(-1)?.trim();
+    if (last) address = last;
+  }
+  address = address.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "");
+  if (!address.includes(":")) return address;
+  const groups = address.toLowerCase().split("::");
+  const head = (groups[0] ?? "").split(":").filter(Boolean);
+  const tail = groups.length > 1 ? (groups[1] ?? "").split(":").filter(Boolean) : [];
+  const full = [...head, ...Array(Math.max(0, 8 - head.length - tail.length)).fill("0"), ...tail];
+  return `${full.slice(0, 4).join(":")}::/64`;
 }

@@ -14,19 +14,23 @@ import type http from "node:http";
 import { Skipq } from "../../core/client.js";
 import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger, type Logger } from "../../core/logger.js";
-import { type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
-import { Admin, JOB_STATUSES, type JobStatus } from "../admin.js";
+import { assertInt, type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
+import { Admin } from "../admin.js";
+import { JOB_STATUSES, type JobStatus } from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
 import {
   Authenticator,
+  CredentialThrottle,
+  clientAddress,
   type DashboardAuth,
   isLoopback,
   type Principal,
   parseCookies,
   resolveCredentials,
   SESSION_COOKIE,
-  SignInThrottle,
+  ThrottledError,
+  type ThrottleOptions,
 } from "./auth.js";
 import type { SafeHtml } from "./html.js";
 import { defaultRedactor, type Redactor } from "./redact.js";
@@ -68,12 +72,35 @@ export interface DashboardOptions {
   health?: HealthOptions;
   /** Shown in the header and the page titles. Default "skipq". */
   title?: string;
-  /** How long a sign-in lasts. Default "12h". */
+  /** How long a sign-in lasts at most, from sign-in. Default "12h". */
   sessionTtl?: Duration;
-  /** Mark cookies Secure even when the request did not arrive over TLS here (TLS ends at a proxy). Default false. */
+  /** A session not used for this long is refused (open pages that refresh themselves keep it alive). Default "1h". */
+  sessionIdleTimeout?: Duration;
+  /** Mark every cookie Secure, whatever the request says (TLS ends at a proxy in front). Default false. */
   secureCookies?: boolean;
-  /** Secret that signs sessions, to keep them valid across restarts and replicas. Default: random per process. */
+  /**
+   * The dashboard runs behind a reverse proxy that sets X-Forwarded-Proto,
+   * X-Forwarded-For and (optionally) X-Forwarded-Host. Then a request that
+   * reached the proxy over HTTPS gets Secure cookies, failed sign-ins are
+   * counted per the address the proxy saw, and a POST's Origin may match the
+   * forwarded host. Only set it when every request comes through that proxy:
+   * otherwise a client could claim any address. Of a comma-separated header,
+   * the last value (the one your proxy wrote) counts. Default false.
+   */
+  trustProxy?: boolean;
+  /**
+   * Keys session hashes and CSRF tokens. Give every replica the same one, and
+   * keep it across restarts, so sessions stay valid. At least 32 characters.
+   * Default: `SKIPQ_DASHBOARD_SESSION_SECRET`, else random per process (a
+   * restart signs everyone out).
+   */
   sessionSecret?: string;
+  /**
+   * Limits on failed credential checks (form, Basic, Bearer): per client
+   * (default 10 a minute) and per user name across clients (default 30 a
+   * minute, never applied to a client that signed in as that name before).
+   */
+  signInThrottle?: ThrottleOptions;
   /** Where the environment credentials are read from. Default `process.env`. */
   env?: NodeJS.ProcessEnv;
   /** Default: the client's logger. */
@@ -98,6 +125,8 @@ const PAGE_SIZE = 50;
 const MAX_BODY = 16 * 1024;
 const MAX_PAYLOAD_CHARS = 100_000;
 const FLASH_COOKIE = "skipq_flash";
+/** The origin redirect targets are resolved against; never contacted, only compared. */
+const FIXED_ORIGIN = "http://dashboard.invalid";
 
 class HttpError extends Error {
   constructor(
@@ -117,6 +146,13 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     );
   }
   const base = normaliseBase(options.basePath ?? "");
+  const trustProxy = options.trustProxy === true;
+  const sessionSecret =
+    options.sessionSecret ?? ((options.env ?? process.env).SKIPQ_DASHBOARD_SESSION_SECRET || undefined);
+  if (sessionSecret !== undefined && (typeof sessionSecret !== "string" || sessionSecret.length < 32))
+    throw new ValidationError(
+      "the dashboard session secret (sessionSecret or SKIPQ_DASHBOARD_SESSION_SECRET) must be at least 32 characters; generate one with `openssl rand -hex 32`",
+    );
   const ownsClient = options.skipq === undefined;
   const skipq =
     options.skipq ??
@@ -130,12 +166,21 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   const admin = new Admin(skipq);
   const metrics = options.metrics === false ? undefined : (options.metrics ?? new SkipqMetrics({ skipq, logger }));
   const metricsAuth = options.metricsAuth ?? true;
+  const throttle = new CredentialThrottle({
+    perClient: assertInt("signInThrottle.perClient", options.signInThrottle?.perClient ?? 10, 1, 1_000_000),
+    perUser: assertInt("signInThrottle.perUser", options.signInThrottle?.perUser ?? 30, 1, 1_000_000),
+    windowMs: toMs("signInThrottle.window", options.signInThrottle?.window ?? "1m", { allowZero: false }),
+  });
   const auth = new Authenticator(
     credentials,
-    toMs("sessionTtl", options.sessionTtl ?? "12h", { allowZero: false }),
-    options.sessionSecret,
+    skipq.store,
+    {
+      ttlMs: toMs("sessionTtl", options.sessionTtl ?? "12h", { allowZero: false }),
+      idleMs: toMs("sessionIdleTimeout", options.sessionIdleTimeout ?? "1h", { allowZero: false }),
+      secret: sessionSecret,
+    },
+    { throttle, clientOf: (req) => clientAddress(req, trustProxy), logger },
   );
-  const throttle = new SignInThrottle();
   const redact: Redactor = options.redact === false ? (v) => v : (options.redact ?? defaultRedactor);
   const title = options.title ?? "skipq";
   const csp = `default-src 'none'; style-src 'sha256-${createHash("sha256").update(CSS).digest("base64")}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
@@ -161,18 +206,37 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   };
 
   const cookie = (req: http.IncomingMessage, name: string, value: string, maxAgeSeconds: number) => {
-    const secure = options.secureCookies || (req.socket as { encrypted?: boolean }).encrypted ? "; Secure" : "";
+    const tls =
+      options.secureCookies === true ||
+      (req.socket as { encrypted?: boolean }).encrypted === true ||
+      (trustProxy && forwarded(req, "x-forwarded-proto")?.toLowerCase() === "https");
+    const secure = tls ? "; Secure" : "";
     return `${name}=${encodeURIComponent(value)}; Path=${base || "/"}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure}`;
   };
 
   const redirect = (res: http.ServerResponse, location: string, cookies: string[] = []) =>
     send(res, 303, "see other\n", { location, ...(cookies.length ? { "set-cookie": cookies } : {}) });
 
-  /** A redirect target from a form: only a path inside the dashboard, never another host. */
+  /**
+   * A redirect target from a form or a link: only a path under the base path
+   * on this origin. The value is resolved the way a browser would (dropping
+   * TAB/CR/LF, reading "\\" as "/", resolving dot segments) against a fixed
+   * origin, and only the resolved, re-serialised path and query are used, so
+   * "/\t/evil.example" or "/.//evil.example" cannot become "//evil.example".
+   */
   const safeBack = (value: string | null | undefined): string => {
-    if (typeof value === "string" && value.startsWith(`${base}/`) && !value.startsWith("//") && !/[\\\r\n]/.test(value))
-      return value;
-    return `${base}/`;
+    const home = `${base}/`;
+    if (typeof value !== "string" || !value.startsWith("/") || value.length > 2048) return home;
+    let target: URL;
+    try {
+      target = new URL(value, `${FIXED_ORIGIN}${home}`);
+    } catch {
+      return home;
+    }
+    const path = target.pathname;
+    if (target.origin !== FIXED_ORIGIN || path.startsWith("//")) return home;
+    if (path !== base && !path.startsWith(home)) return home;
+    return `${path}${target.search}`;
   };
 
   const redactError = (text: string | null, job: { id: string; queue: string; kind: string }): string | null => {
@@ -255,8 +319,10 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       if (detail) {
         const job = await admin.getJob(detail[1] as string);
         if (!job) throw new HttpError(404, `job ${detail[1]} does not exist (it may have been pruned)`);
-        const text = JSON.stringify(redact(job.payload, { field: "payload", job }), null, 2) ?? "null";
-        const headers = job.headers ? JSON.stringify(redact(job.headers, { field: "headers", job }), null, 2) : null;
+        const text = shownJson(() => redact(job.payload, { field: "payload", job }), "payload", job.id);
+        const headers = job.headers
+          ? shownJson(() => redact(job.headers, { field: "headers", job }), "headers", job.id)
+          : null;
         const moving = job.status === "pending" || job.status === "running";
         return page(
           200,
@@ -290,7 +356,11 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const done = (text: string, kind: "ok" | "err" = "ok") =>
       redirect(res, back, [cookie(req, FLASH_COOKIE, `${kind}:${text}`, 30)]);
 
-    if (rel === "/logout") return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
+    if (rel === "/logout") {
+      await auth.endSession(req);
+      logger.info({ by: principal.name }, "skipq dashboard: signed out");
+      return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
+    }
     let m = /^\/jobs\/([1-9][0-9]{0,18})\/(retry|cancel)$/.exec(rel);
     if (m) {
       const [, id, verb] = m as unknown as [string, string, "retry" | "cancel"];
@@ -301,14 +371,14 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         if (error instanceof SkipqError) return done(error.message, "err");
         throw error;
       }
-      logger.info({ jobId: id, action: verb, by: principal.kind }, `skipq dashboard: job ${verb}`);
+      logger.info({ jobId: id, action: verb, by: principal.name }, `skipq dashboard: job ${verb}`);
       return done(verb === "retry" ? `Job ${id} is pending again.` : `Job ${id} was cancelled.`);
     }
     m = /^\/queues\/([^/]+)\/(pause|resume|retry-dead)$/.exec(rel);
     if (m) {
       const queue = decodePathSegment(m[1] as string);
       if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
-      logger.info({ queue, action: m[2], by: principal.kind }, `skipq dashboard: queue ${m[2]}`);
+      logger.info({ queue, action: m[2], by: principal.name }, `skipq dashboard: queue ${m[2]}`);
       if (m[2] === "pause") {
         await admin.pauseQueue(queue);
         return done(`Queue ${queue} is paused: running jobs finish, nothing new is claimed.`);
@@ -325,7 +395,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       const queue = form.get("queue") || undefined;
       const n = await admin.retryDeadByFingerprint(fingerprint, queue);
       logger.info(
-        { fingerprint, queue, action: "retry-dead", by: principal.kind },
+        { fingerprint, queue, action: "retry-dead", by: principal.name },
         "skipq dashboard: dead jobs retried",
       );
       return done(`${n} dead job(s) with fingerprint ${fingerprint} are pending again.`);
@@ -349,23 +419,29 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const next = safeBack(form.get("next"));
     const show = (status: number, message: string) =>
       send(res, status, signInPage(ctx, { token: auth.acceptsToken, password: auth.acceptsPassword, next, message }));
-    if (throttle.blocked()) return show(429, "Too many failed sign-ins; wait a minute and try again.");
     const token = form.get("token");
-    const user = form.get("user");
-    const ok = token ? auth.checkToken(token) : user ? auth.checkPassword(user, form.get("password") ?? "") : false;
-    if (!ok) {
-      throttle.fail();
-      logger.warn({ remote: req.socket.remoteAddress }, "skipq dashboard: failed sign-in");
-      return show(401, "Wrong credentials.");
+    let name: string | undefined;
+    try {
+      name = auth.check(
+        req,
+        "form",
+        token ? { token } : { user: form.get("user") ?? "", password: form.get("password") ?? "" },
+      );
+    } catch (error) {
+      if (!(error instanceof ThrottledError)) throw error;
+      res.setHeader("retry-after", String(error.retryAfterSeconds));
+      return show(429, `Too many failed sign-ins from here; wait ${error.retryAfterSeconds} s and try again.`);
     }
-    return redirect(res, next, [cookie(req, SESSION_COOKIE, auth.newSession(), Math.floor(auth.sessionTtlSeconds))]);
+    if (name === undefined) return show(401, "Wrong credentials.");
+    const session = await auth.startSession(req, name);
+    return redirect(res, next, [cookie(req, SESSION_COOKIE, session, Math.floor(auth.sessionTtlSeconds))]);
   }
 
   const handle: DashboardHandler = (req, res, next) => {
     const full = (req as { originalUrl?: string }).originalUrl ?? req.url ?? "/";
     let url: URL;
     try {
-      url = new URL(full, "http://dashboard.invalid");
+      url = new URL(full, FIXED_ORIGIN);
     } catch {
       send(res, 400, "bad request\n");
       return;
@@ -379,6 +455,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const rel = path.slice(base.length) || "/";
     const ctx: PageContext = { base, title, csrf: undefined, flash: undefined };
 
+    // Who the request turned out to be, once known: an error page is HTML only for a signed-in GET.
+    let signedIn: Principal | undefined;
     void (async () => {
       if (!auth.enabled && !isLoopback(req.socket.localAddress)) {
         throw new HttpError(
@@ -388,13 +466,15 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       }
       if (req.method === "POST") {
         const origin = req.headers.origin;
-        if (origin !== undefined && origin !== "null" && safeHost(origin) !== req.headers.host)
+        const host = safeHost(origin ?? "");
+        const hosts = [req.headers.host, trustProxy ? forwarded(req, "x-forwarded-host") : undefined];
+        if (origin !== undefined && origin !== "null" && (host === undefined || !hosts.includes(host)))
           throw new HttpError(403, "cross-origin POSTs are refused");
         if (origin === "null") throw new HttpError(403, "cross-origin POSTs are refused");
       }
       if (rel === "/login") {
         if (req.method === "POST") return signIn(req, res, ctx);
-        if (auth.authenticate(req)) return redirect(res, `${base}/`);
+        if (await auth.authenticate(req)) return redirect(res, `${base}/`);
         return send(
           res,
           401,
@@ -406,7 +486,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         );
       }
       if (rel === "/metrics" && metrics && !metricsAuth && req.method === "GET") return serveMetrics(res);
-      const principal = auth.authenticate(req);
+      const principal = await auth.authenticate(req);
+      signedIn = principal;
       if (!principal) {
         const wantsPage = req.method === "GET" && rel !== "/metrics";
         if (!wantsPage)
@@ -416,7 +497,11 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         return send(
           res,
           401,
-          signInPage(ctx, { token: auth.acceptsToken, password: auth.acceptsPassword, next: `${path}${url.search}` }),
+          signInPage(ctx, {
+            token: auth.acceptsToken,
+            password: auth.acceptsPassword,
+            next: safeBack(`${path}${url.search}`),
+          }),
           { "www-authenticate": 'Bearer realm="skipq"' },
         );
       }
@@ -424,6 +509,10 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     })().catch((error: unknown) => {
       if (res.headersSent) {
         res.destroy();
+        return;
+      }
+      if (error instanceof ThrottledError) {
+        send(res, 429, `${error.message}\n`, { "retry-after": String(error.retryAfterSeconds) });
         return;
       }
       const status =
@@ -438,7 +527,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             : 500;
       if (status === 500) logger.error({ err: error, path }, "skipq dashboard: request failed");
       const text = status === 500 ? "Something went wrong; the server log has the details." : (error as Error).message;
-      if (req.method === "GET" && auth.authenticate(req)) send(res, status, messagePage(ctx, `Error ${status}`, text));
+      if (req.method === "GET" && signedIn) send(res, status, messagePage(ctx, `Error ${status}`, text));
       else send(res, status, `${text}\n`);
     });
   };
@@ -459,6 +548,20 @@ function normaliseBase(basePath: string): string {
   return basePath.replace(/\/+$/, "");
 }
 
+/**
+ * A redacted value pretty-printed for the page. A payload inserted by plain SQL
+ * can nest deeper than JSON.stringify (or a recursive redactor) can go: that
+ * RangeError becomes a note on the page, never a 500 and never unredacted text.
+ */
+function shownJson(redacted: () => unknown, field: "payload" | "headers", id: string): string {
+  try {
+    return JSON.stringify(redacted(), null, 2) ?? "null";
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
+  }
+}
+
 function param(url: URL, name: string): string {
   const value = url.searchParams.get(name) ?? "";
   if (value.length > 200) throw new HttpError(400, `${name} is longer than 200 characters`);
@@ -472,6 +575,13 @@ function decodePathSegment(segment: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The last value of a proxy header (the one the proxy in front wrote), trimmed; undefined when absent. */
+function forwarded(req: http.IncomingMessage, name: "x-forwarded-proto" | "x-forwarded-host"): string | undefined {
+  const value = req.headers[name];
+  const last = (Array.isArray(value) ? value.join(",") : (value ?? "")).split(",").at(-1)?.trim();
+  return last || undefined;
 }
 
 function safeHost(origin: string): string | undefined {

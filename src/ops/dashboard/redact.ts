@@ -19,17 +19,46 @@ export const SECRET_KEY_PATTERN =
 
 export const REDACTED = "[redacted]";
 
-/** A redactor replacing the values of object keys matching `pattern`, at any depth. */
+/**
+ * A redactor replacing the values of object keys matching `pattern`, at any
+ * depth: it copies with an explicit stack, never recursion, so no nesting can
+ * overflow the call stack or stop the walk early. Shared and circular
+ * references are copied once and stay shared.
+ */
 export function redactKeys(pattern: RegExp = SECRET_KEY_PATTERN): Redactor {
-  const walk = (value: unknown, depth: number): unknown => {
-    if (depth > 64 || value === null || typeof value !== "object") return value;
-    if (Array.isArray(value)) return value.map((v) => walk(v, depth + 1));
-    const out: Record<string, unknown> = {};
-    for (const [key, v] of Object.entries(value as Record<string, unknown>))
-      out[key] = pattern.test(key) ? REDACTED : walk(v, depth + 1);
-    return out;
+  // A global or sticky pattern keeps state between test() calls; drop those flags.
+  const keyPattern = new RegExp(pattern.source, pattern.flags.replace(/[gy]/g, ""));
+  return (value) => {
+    const copies = new Map<object, unknown>();
+    const pending: Array<[object, Record<string, unknown> | unknown[]]> = [];
+    const copyOf = (v: unknown): unknown => {
+      if (v === null || typeof v !== "object") return v;
+      const known = copies.get(v);
+      if (known !== undefined) return known;
+      const copy: Record<string, unknown> | unknown[] = Array.isArray(v) ? new Array<unknown>(v.length) : {};
+      copies.set(v, copy);
+      pending.push([v, copy]);
+      return copy;
+    };
+    const root = copyOf(value);
+    for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+      const [source, copy] = next;
+      if (Array.isArray(source)) {
+        for (let i = 0; i < source.length; i++) (copy as unknown[])[i] = copyOf(source[i]);
+        continue;
+      }
+      for (const [key, v] of Object.entries(source)) {
+        // defineProperty, so a "__proto__" key from JSON stays a plain key instead of setting the prototype.
+        Object.defineProperty(copy, key, {
+          value: keyPattern.test(key) ? REDACTED : copyOf(v),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+    }
+    return root;
   };
-  return (value) => walk(value, 0);
 }
 
 export const defaultRedactor: Redactor = redactKeys();

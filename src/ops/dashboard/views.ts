@@ -4,8 +4,9 @@
  * pages of jobs that are still moving refresh themselves with a meta tag.
  * Every value shown comes through `html` (escaped) or a redactor first.
  */
-import type { DeadGroup, JobRow, ListedJob, QueueOverview, WorkerPresence } from "../admin.js";
+import type { DeadGroup, JobRow, ListedJob, QueueOverview, WorkerPresence } from "../adminTypes.js";
 import type { HealthWarning } from "../health.js";
+import { finiteDate, timestampText } from "../timestamp.js";
 import { throughputChart } from "./chart.js";
 import { html, raw, type SafeHtml } from "./html.js";
 
@@ -79,9 +80,11 @@ ${options.token ? html`<label>${options.password ? "Or token" : "Token"} <input 
 
 const pad = (n: number) => String(n).padStart(2, "0");
 
-export function time(value: Date | string | null | undefined): SafeHtml {
+/** A database timestamp; one no Date can hold ('infinity', a year past +275760) is shown as text, never thrown on. */
+export function time(value: Date | number | string | null | undefined): SafeHtml {
   if (value === null || value === undefined) return html`<span class="muted">—</span>`;
-  const d = value instanceof Date ? value : new Date(value);
+  const d = finiteDate(value);
+  if (d === undefined) return html`<span class="timestamp">${timestampText(value)}</span>`;
   const text = `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}Z`;
   return html`<time datetime="${d.toISOString()}" title="${ago(d)}">${text}</time>`;
 }

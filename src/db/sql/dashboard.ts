@@ -1,0 +1,37 @@
+/**
+ * Dashboard sessions (migration 0009). A session row is keyed by an HMAC of the
+ * cookie value, never the value itself. Valid means: not past expires_at
+ * (absolute) and seen within the idle timeout; every check is against the
+ * database clock. None of these is on the claim path.
+ */
+
+import type { Schema } from "../schema.js";
+import { statements } from "../statements.js";
+
+export function dashboardStatements(names: Schema) {
+  const sessions = names.table("dashboard_sessions");
+  return statements(
+    names,
+    { prepare: false },
+    {
+      /**
+       * Creates session $1 for principal $2, valid $3 ms; in the same statement
+       * deletes the session $4 presented with the sign-in (rotation: a fixated or
+       * stolen pre-sign-in cookie never becomes valid) and every row no longer
+       * valid under idle timeout $5 ms, so the table stays as small as the set of
+       * live sessions.
+       */
+      sessionCreate: `WITH gone AS (
+                      DELETE FROM ${sessions}
+                       WHERE id = $4 OR expires_at <= now() OR last_seen_at <= now() - $5::float8 * interval '1 millisecond')
+                    INSERT INTO ${sessions} (id, principal, expires_at)
+                    VALUES ($1, $2, now() + $3::float8 * interval '1 millisecond')`,
+      /** Marks session $1 seen now and returns its principal, when it is still valid under idle timeout $2 ms. */
+      sessionTouch: `UPDATE ${sessions} SET last_seen_at = now()
+                    WHERE id = $1 AND expires_at > now() AND last_seen_at > now() - $2::float8 * interval '1 millisecond'
+                    RETURNING principal`,
+      /** Sign-out. */
+      sessionRevoke: `DELETE FROM ${sessions} WHERE id = $1`,
+    },
+  );
+}

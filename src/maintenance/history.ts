@@ -1,0 +1,60 @@
+/**
+ * History upkeep, as the maintainer's leader (and `skipq migrate`) runs it:
+ * partitions of job_history made ahead of time, and — once, after an upgrade
+ * from the single-table layout — finished rows moved out of the jobs table in
+ * short batches while workers go on claiming.
+ *
+ * Invariants: every statement is short and alone in its transaction (no lock
+ * held across round trips); the move is idempotent and resumable (any process
+ * may run it, SKIP LOCKED); when it finds nothing left it validates
+ * jobs_live_check, from which point the planner knows the jobs table holds
+ * live jobs only.
+ */
+import type { Store } from "../db/store.js";
+
+/** Partitions made ahead of now: finishes up to this far in the future land in a dated partition. */
+export const PARTITIONS_AHEAD_MS = 2 * 86_400_000;
+
+/** Makes the history partitions of `widthMs` around now (one back, two days ahead). */
+export async function ensurePartitions(store: Store, widthMs: number): Promise<void> {
+  await store.query(store.sql.history.historyEnsure, [widthMs, Math.max(PARTITIONS_AHEAD_MS, 2 * widthMs)]);
+}
+
+export interface MoveResult {
+  moved: number;
+  /** True when the jobs table holds live jobs only (nothing left to move). */
+  done: boolean;
+}
+
+/**
+ * Moves finished rows from jobs to job_history, `batch` per statement, at most `maxBatches` statements;
+ * partitions are made first for the rows younger than `keepMs` (older ones land in the DEFAULT partition,
+ * which retention empties).
+ */
+export async function moveFinishedJobs(
+  store: Store,
+  o: { widthMs: number; keepMs: number; batch?: number; maxBatches?: number },
+): Promise<MoveResult> {
+  const sql = store.sql.history;
+  const { rows } = await store.query<{ moved: boolean }>(sql.historyMoved);
+  if (rows[0]?.moved) return { moved: 0, done: true };
+  const batch = o.batch ?? 5000;
+  let moved = 0;
+  await store.query(sql.historyEnsureForMove, [o.widthMs, o.keepMs]);
+  for (let i = 0; i < (o.maxBatches ?? Number.POSITIVE_INFINITY); i++) {
+    const { rowCount } = await store.query(sql.historyMoveFinished, [batch]);
+    moved += rowCount ?? 0;
+    if ((rowCount ?? 0) < batch) {
+      try {
+        await store.query(sql.historyValidate);
+      } catch (error) {
+        // 23514: a finished row was locked (skipped) by someone else; the next pass moves it.
+        if ((error as { code?: string }).code === "23514") return { moved, done: false };
+        throw error;
+      }
+      await store.query(sql.historyDropOldIndexes);
+      return { moved, done: true };
+    }
+  }
+  return { moved, done: false };
+}

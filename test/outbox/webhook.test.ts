@@ -1,0 +1,139 @@
+/**
+ * The webhook sink's SSRF guards, against real local HTTP servers: it never
+ * follows a redirect (a 3xx is a failed delivery, and the redirect target
+ * receives nothing), it POSTs only to allowed hosts when `allowedHosts` is
+ * set, and with `allowPrivateAddresses: false` it refuses loopback and private
+ * addresses, checked on the address it connects to (after DNS).
+ */
+import { once } from "node:events";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { Outbox, type OutboxEvent, ValidationError, webhookSink } from "../../src/index.js";
+import { type TestQueue, testQueue } from "../helpers.js";
+import { SECRET, webhookServer } from "./helpers.js";
+
+let t: TestQueue;
+beforeAll(async () => {
+  t = await testQueue("webhook");
+});
+afterAll(async () => {
+  await t.cleanup();
+});
+
+const event: OutboxEvent = {
+  id: "1",
+  topic: "orders.created",
+  key: "order-1",
+  event: { n: 1 },
+  headers: {},
+  attempt: 1,
+  createdAt: new Date(),
+};
+
+/** A server that answers every request with `status` and a Location to `location`. */
+async function redirector(status: number, location: string) {
+  let requests = 0;
+  const server = http.createServer((req, res) => {
+    requests++;
+    req.resume();
+    res.writeHead(status, { location }).end();
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    requests: () => requests,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+test("a redirect is a failed delivery: the signed body never reaches the redirect target", async () => {
+  const target = await webhookServer();
+  const outbox = new Outbox(t.skipq);
+  for (const status of [301, 302, 303, 307, 308]) {
+    const hop = await redirector(status, target.url);
+    try {
+      const sink = webhookSink({ url: hop.url, secret: SECRET, headers: { authorization: "Bearer receiver-only" } });
+      await expect(sink.deliver(event, new AbortController().signal)).rejects.toThrow(
+        new RegExp(`answered ${status} .*redirects are not followed`),
+      );
+      await t.db.query(`DELETE FROM "${t.schema}".outbox`);
+      await outbox.publish(t.skipq.pool, "orders.created", "order-1", { n: 1 });
+      const relay = outbox.relay({ sink });
+      await relay.runOnce();
+      await relay.stop();
+      const { rows } = await t.db.query(`SELECT delivered_at, last_error FROM "${t.schema}".outbox`);
+      expect(rows[0].delivered_at).toBeNull();
+      expect(rows[0].last_error).toContain(`answered ${status}`);
+      expect(hop.requests()).toBe(2);
+    } finally {
+      await hop.close();
+    }
+  }
+  expect(target.received).toEqual([]);
+  await target.close();
+});
+
+test("with allowedHosts, a URL on any other host fails without a request", async () => {
+  const hook = await webhookServer();
+  const port = new URL(hook.url).port;
+  try {
+    const allowed = webhookSink({ url: hook.url, secret: SECRET, allowedHosts: ["127.0.0.1"] });
+    await allowed.deliver(event, new AbortController().signal);
+    expect(hook.received).toHaveLength(1);
+    const byEvent = webhookSink({
+      url: () => `http://localhost:${port}/hook`,
+      secret: SECRET,
+      allowedHosts: ["hooks.example.com", "*.example.org"],
+    });
+    await expect(byEvent.deliver(event, new AbortController().signal)).rejects.toThrow(
+      /host localhost is not in allowedHosts/,
+    );
+    expect(hook.received).toHaveLength(1);
+    expect(() => webhookSink({ url: hook.url, secret: SECRET, allowedHosts: ["hooks.example.com"] })).toThrow(
+      ValidationError,
+    );
+    expect(() => webhookSink({ url: hook.url, secret: SECRET, allowedHosts: ["https://x.example"] })).toThrow(
+      /host names/,
+    );
+  } finally {
+    await hook.close();
+  }
+});
+
+test("with allowPrivateAddresses false, loopback is refused by address and by a name that resolves to it", async () => {
+  const hook = await webhookServer();
+  const port = new URL(hook.url).port;
+  try {
+    for (const url of [
+      hook.url,
+      `http://localhost:${port}/hook`,
+      `http://[::ffff:127.0.0.1]:${port}/hook`,
+      "http://169.254.169.254/latest/meta-data/",
+      "http://10.1.2.3/",
+      "https://192.168.0.1/",
+      "http://0.0.0.0/",
+      "http://[::1]/",
+      "http://[fd00::1]/",
+      "http://[fe80::1]/",
+    ]) {
+      const sink = webhookSink({ url: () => url, secret: SECRET, allowPrivateAddresses: false });
+      await expect(sink.deliver(event, new AbortController().signal), url).rejects.toThrow(
+        /private or loopback address/,
+      );
+    }
+    expect(hook.received).toEqual([]);
+    // The default allows them (receivers on an internal network are common).
+    await webhookSink({ url: hook.url, secret: SECRET }).deliver(event, new AbortController().signal);
+    expect(hook.received).toHaveLength(1);
+  } finally {
+    await hook.close();
+  }
+});
+
+test("only http and https URLs are accepted", async () => {
+  expect(() => webhookSink({ url: "file:///etc/passwd", secret: SECRET })).toThrow(/http or https/);
+  const sink = webhookSink({ url: () => "ftp://example.com/", secret: SECRET });
+  await expect(sink.deliver(event, new AbortController().signal)).rejects.toThrow(/http or https/);
+});
