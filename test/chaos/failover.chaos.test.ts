@@ -132,7 +132,9 @@ describe("failover", () => {
         }
       })();
       await until("workers busy on the old primary", async () => {
-        const { rows } = await primaryDb.query(`SELECT count(*)::int AS n FROM ${s}.jobs WHERE status = 'completed'`);
+        const { rows } = await primaryDb.query(
+          `SELECT count(*)::int AS n FROM ${s}.all_jobs WHERE status = 'completed'`,
+        );
         return rows[0].n >= 50;
       });
 
@@ -165,7 +167,7 @@ describe("failover", () => {
       await produced;
       await producer.close();
       const { rows: present } = await replicaDb.query(
-        `SELECT 1 FROM ${s}.jobs WHERE (payload->>'i')::int = ANY($1::int[])`,
+        `SELECT 1 FROM ${s}.all_jobs WHERE (payload->>'i')::int = ANY($1::int[])`,
         [ackedBefore],
       );
       const tailLostEnqueues = ackedBefore.length - present.length;
@@ -173,7 +175,7 @@ describe("failover", () => {
         "every job on the new primary terminal",
         async () => {
           const { rows } = await replicaDb.query(
-            `SELECT count(*)::int AS n FROM ${s}.jobs WHERE queue = 'default' AND status NOT IN ('completed', 'dead', 'cancelled')`,
+            `SELECT count(*)::int AS n FROM ${s}.all_jobs WHERE queue = 'default' AND status NOT IN ('completed', 'dead', 'cancelled')`,
           );
           return rows[0].n === 0;
         },

@@ -74,7 +74,7 @@ describe("network faults", () => {
     const recovery = Math.max(...firstRuns) - swallowed.t;
     expect(recovery).toBeLessThan(2000 + 200 + 200 + SLACK_MS);
     const { rows: attempts } = await q.db.query(
-      `SELECT min(attempts)::int AS lo, max(attempts)::int AS hi FROM "${q.schema}".jobs WHERE id = ANY($1::bigint[])`,
+      `SELECT min(attempts)::int AS lo, max(attempts)::int AS hi FROM "${q.schema}".all_jobs WHERE id = ANY($1::bigint[])`,
       [stranded.map((s) => s.id)],
     );
     recordResult({

@@ -74,7 +74,9 @@ describe("security", () => {
     cleanups.push(() => d.close());
     // Started without credentials on loopback: a one-time token, never "auth off".
     expect(d.generatedToken?.length).toBeGreaterThanOrEqual(16);
-    const before = JSON.stringify(await q.db.query(`SELECT * FROM "${q.schema}".jobs ORDER BY id`).then((r) => r.rows));
+    const before = JSON.stringify(
+      await q.db.query(`SELECT * FROM "${q.schema}".all_jobs ORDER BY id`).then((r) => r.rows),
+    );
     const paths = [
       "/",
       "/jobs",
@@ -129,7 +131,9 @@ describe("security", () => {
     const signedIn = await fetch(`${d.url}jobs/1`, { headers: { authorization: `Bearer ${d.generatedToken}` } });
     expect(signedIn.status).toBe(200);
     await signedIn.arrayBuffer();
-    const after = JSON.stringify(await q.db.query(`SELECT * FROM "${q.schema}".jobs ORDER BY id`).then((r) => r.rows));
+    const after = JSON.stringify(
+      await q.db.query(`SELECT * FROM "${q.schema}".all_jobs ORDER BY id`).then((r) => r.rows),
+    );
     expect(after).toBe(before);
     // No credentials and a non-loopback address: refused before listening (nothing is bound, nothing sent).
     const refusals: string[] = [];
@@ -217,7 +221,7 @@ describe("security", () => {
     // Measured, not asserted (KNOWN GAP, reported): nothing redacts an error before it is stored or
     // logged, and the default redactor changes only object keys, so a secret inside an error's text
     // is stored, logged by `skipq worker`, and shown on the dashboard.
-    const { rows } = await q.db.query(`SELECT string_agg(last_error, E'\\n') AS errors FROM "${q.schema}".jobs`);
+    const { rows } = await q.db.query(`SELECT string_agg(last_error, E'\\n') AS errors FROM "${q.schema}".all_jobs`);
     const inStoredErrors = count(rows[0].errors ?? "", secrets);
     const inLogs = count(logs, secrets);
     const errorInPages = count(rendered, [secrets[1] as string]);
@@ -353,8 +357,14 @@ describe("security", () => {
     // Grants given by the owner: what docs/security guidance should list.
     await ownerDb.query(`GRANT USAGE ON SCHEMA ${schema} TO s4_runtime, s4_enqueue`);
     await ownerDb.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO s4_runtime`);
-    // Enqueue: INSERT, plus reading the columns its INSERT … ON CONFLICT … RETURNING touches (found by test: less fails with 42501).
+    // Enqueue: INSERT, plus what its statements read and the key trigger touches (found by test: less fails with
+    // 42501): the columns INSERT … RETURNING reads, the id sequence (a keyed insert takes its id with the key), and
+    // job_keys, where a keyed insert takes its key (ON CONFLICT on queue and key) and the trigger may reopen it.
     await ownerDb.query(`GRANT INSERT, SELECT (id, queue, idempotency_key, run_at) ON ${schema}.jobs TO s4_enqueue`);
+    await ownerDb.query(`GRANT USAGE ON SEQUENCE ${schema}.jobs_id_seq TO s4_enqueue`);
+    await ownerDb.query(
+      `GRANT INSERT, SELECT (queue, key, job_id, finished_at), UPDATE (finished_at) ON ${schema}.job_keys TO s4_enqueue`,
+    );
 
     const runtime = new Skipq({ connectionString: runtimeUrl, schema, logger: silentLogger });
     cleanups.push(() => runtime.close());
@@ -381,13 +391,19 @@ describe("security", () => {
     await enqueuer.enqueueMany([{ job: "work", payload: {} }]);
     await w.start();
     await until("every job completed as the runtime role", async () => {
-      const { rows } = await ownerDb.query(`SELECT count(*)::int AS n FROM ${schema}.jobs WHERE status = 'completed'`);
+      const { rows } = await ownerDb.query(
+        `SELECT count(*)::int AS n FROM ${schema}.all_jobs WHERE status = 'completed'`,
+      );
       return rows[0].n === 9;
     });
     const { rows: presence } = await ownerDb.query(`SELECT count(*)::int AS n FROM ${schema}.workers WHERE id = $1`, [
       w.id,
     ]);
     expect(presence[0].n).toBe(1);
+    // Leader-only maintenance as the runtime role: the pruner makes the history partitions ahead (storage v2).
+    // Measured, not asserted (KNOWN GAP, reported): that is DDL, which a DML-only role may not run.
+    await until("the runtime worker leads maintenance", () => w.maintainer?.leader.isLeader === true, 15_000);
+    const prunerAsRuntime = await outcome(async () => w.maintainer?.pruner?.runOnce());
     const fresh = new Skipq({ connectionString: runtimeUrl, schema: "s4_other", logger: silentLogger });
     cleanups.push(() => fresh.close());
     const migrateAsRuntime = await fresh.migrate().then(
@@ -416,6 +432,8 @@ describe("security", () => {
         ),
         completeProtocol: await outcome(() => enqueuerQuery(enqueueUrl, `SELECT ${schema}.skipq_complete(1, 1)`)),
         readQueues: await outcome(() => enqueuerQuery(enqueueUrl, `SELECT * FROM ${schema}.queues`)),
+        readHistory: await outcome(() => enqueuerQuery(enqueueUrl, `SELECT payload FROM ${schema}.job_history`)),
+        rewriteKeys: await outcome(() => enqueuerQuery(enqueueUrl, `UPDATE ${schema}.job_keys SET job_id = 1`)),
         startWorker: await outcome(async () => {
           const ww = enqueuer.worker({ ...CHAOS_WORKER });
           try {
@@ -444,18 +462,20 @@ describe("security", () => {
         claimProtocol: "42501",
         completeProtocol: "42501",
         readQueues: "42501",
+        readHistory: "42501",
+        rewriteKeys: "42501",
         startWorker: "42501",
       },
     });
     recordResult({
       row: "S4",
       title:
-        "Roles: owner (CREATE on the database) migrates; runtime (USAGE + SELECT/INSERT/UPDATE/DELETE on the tables) runs a worker; enqueue-only (INSERT + SELECT of id, queue, idempotency_key, run_at on jobs)",
+        "Roles: owner (CREATE on the database) migrates; runtime (USAGE + SELECT/INSERT/UPDATE/DELETE on the tables) runs a worker; enqueue-only (INSERT and a few columns, see Other)",
       config: "real roles on the embedded server, dropped after the test",
       lost: 0,
       // 9 jobs (8 enqueued, the reaped one) and the one planned retry.
       duplicates: ran.length - 9 - 1,
-      other: `runtime role: claim, heartbeat, retry, complete, reap (leader) and presence all work (9/9 completed, the expired lease reaped); denied: CREATE/ALTER/DROP/TRUNCATE/CREATE SCHEMA (42501), migrating a new schema (${migrateAsRuntime}); enqueue role: enqueue, idempotent enqueue and enqueueMany work; denied (42501): reading payloads, errors or other tables, UPDATE, DELETE, the claim statement, skipq_claim/skipq_complete (SECURITY INVOKER), starting a worker; it can read ids, queues, idempotency keys and run_at (needed by INSERT … ON CONFLICT … RETURNING)`,
+      other: `runtime role: claim, heartbeat, retry, complete, reap (leader) and presence all work (9/9 completed, the expired lease reaped); denied: CREATE/ALTER/DROP/TRUNCATE/CREATE SCHEMA (42501), migrating a new schema (${migrateAsRuntime}); KNOWN GAP: the leader's pruner pass as the runtime role: ${prunerAsRuntime === "ok" ? "ok" : `fails with ${prunerAsRuntime} (it creates history partitions: DDL)`}; enqueue role (INSERT + SELECT (id, queue, idempotency_key, run_at) on jobs, USAGE on jobs_id_seq, INSERT + SELECT (queue, key, job_id, finished_at) + UPDATE (finished_at) on job_keys): enqueue, idempotent enqueue and enqueueMany work; denied (42501): reading payloads, errors, history or other tables, UPDATE, DELETE, rewriting keys, the claim statement, skipq_claim/skipq_complete (SECURITY INVOKER), starting a worker; it can read ids, queues, idempotency keys and run_at`,
     });
   });
 });

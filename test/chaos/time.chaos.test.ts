@@ -103,7 +103,7 @@ describe("time", () => {
       async () => {
         const { rows } = await q.db.query(
           `SELECT (SELECT max(extract(epoch FROM lease_expires_at - now()) * 1000) FROM "${q.schema}".jobs WHERE status = 'running')::float8 AS lease,
-                  (SELECT count(*)::int FROM "${q.schema}".jobs WHERE status = 'completed') AS done`,
+                  (SELECT count(*)::int FROM "${q.schema}".all_jobs WHERE status = 'completed') AS done`,
         );
         longestLeaseMs = Math.max(longestLeaseMs, rows[0].lease ?? 0);
         return rows[0].done === 11;
@@ -112,7 +112,7 @@ describe("time", () => {
       50,
     );
     const { rows } = await q.db.query(
-      `SELECT id::text, (extract(epoch FROM run_at) * 1000)::float8 AS run_at_ms FROM "${q.schema}".jobs WHERE id <= 10`,
+      `SELECT id::text, (extract(epoch FROM run_at) * 1000)::float8 AS run_at_ms FROM "${q.schema}".all_jobs WHERE id <= 10`,
     );
     const starts = ledgerOf(q, w.pid).filter((e) => e.e === "start");
     const lateness = rows.map((r) => (starts.find((e) => e.id === r.id)?.t ?? Number.POSITIVE_INFINITY) - r.run_at_ms);
@@ -239,7 +239,7 @@ describe("time", () => {
     try {
       await until("a third drained", async () => (await terminalCount(q)) >= jobs / 3, 60_000, 50);
       await until("a few cron ticks", async () => {
-        const { rows } = await q.db.query(`SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE queue = 'cron'`);
+        const { rows } = await q.db.query(`SELECT count(*)::int AS n FROM "${q.schema}".all_jobs WHERE queue = 'cron'`);
         return rows[0].n >= 3;
       });
       const { rows: before } = await q.db.query(
@@ -257,7 +257,7 @@ describe("time", () => {
       // Let the scheduler run a few passes on the new clock.
       await until("cron ticks after the step", async () => {
         const { rows } = await q.db.query(
-          `SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE queue = 'cron' AND created_at > $1::timestamptz + interval '9 minutes'`,
+          `SELECT count(*)::int AS n FROM "${q.schema}".all_jobs WHERE queue = 'cron' AND created_at > $1::timestamptz + interval '9 minutes'`,
           [before[0].now],
         );
         return rows[0].n >= 3;
@@ -267,7 +267,7 @@ describe("time", () => {
     }
     for (const c of children) expect(c.proc.exitCode).toBe(null);
     const { rows: ticks } = await q.db.query(
-      `SELECT headers->>'skipq-cron' AS tick, count(*)::int AS n FROM "${q.schema}".jobs WHERE queue = 'cron' GROUP BY 1 ORDER BY 1`,
+      `SELECT headers->>'skipq-cron' AS tick, count(*)::int AS n FROM "${q.schema}".all_jobs WHERE queue = 'cron' GROUP BY 1 ORDER BY 1`,
     );
     const perSlot = Math.max(...ticks.map((t) => t.n));
     const times = ticks.map((t) => Date.parse((t.tick as string).split("@")[1] ?? ""));
