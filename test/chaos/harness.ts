@@ -21,7 +21,11 @@ import { type ChildConfig, type LedgerEntry, readLedger } from "./ledger.js";
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const RESULTS_DIR = path.join(here, ".results");
 
-/** The configuration the figures are measured with (short, so recovery tests are fast). */
+/**
+ * The configuration the figures are measured with (short, so recovery tests are fast). The leader
+ * lease is scaled with the job lease (production defaults: 30 s leases, a 15 s leader lease): only
+ * the leader reaps, so a killed leader delays every reclaim by up to its leader lease.
+ */
 export const CHAOS_WORKER = {
   lockTimeout: "2s",
   heartbeatInterval: "500ms",
@@ -29,6 +33,7 @@ export const CHAOS_WORKER = {
   pollInterval: "200ms",
   shutdownTimeout: "10s",
   abortGrace: "1s",
+  maintenance: { leaderLease: "2s" },
 } as const;
 
 /**
@@ -38,8 +43,11 @@ export const CHAOS_WORKER = {
  */
 export const SLACK_MS = Number(process.env.CHAOS_SLACK_MS ?? 5000);
 
-export async function startServer(settings: Record<string, string> = {}): Promise<EmbeddedPostgres> {
-  const server = new EmbeddedPostgres({ settings: { fsync: "off", synchronous_commit: "off", ...settings } });
+export async function startServer(
+  settings: Record<string, string> = {},
+  env: Record<string, string> = {},
+): Promise<EmbeddedPostgres> {
+  const server = new EmbeddedPostgres({ settings: { fsync: "off", synchronous_commit: "off", ...settings }, env });
   await server.start();
   return server;
 }
@@ -88,18 +96,27 @@ export interface ChildHandle {
 const children = new Set<ChildProcess>();
 
 /** Starts a worker child; resolves once it logged "ready" (or at once with waitReady false). */
+export interface SpawnOptions {
+  /** Resolve once the worker logged "ready". Default true. */
+  waitReady?: boolean;
+  /** Extra node flags, e.g. --max-old-space-size (P10). */
+  nodeArgs?: string[];
+  /** Extra environment, e.g. LD_PRELOAD of libfaketime (T2–T5). */
+  env?: Record<string, string>;
+}
+
 export async function spawnWorker(
   q: ChaosQueue,
   config: Omit<ChildConfig, "url" | "schema" | "ledger"> & { url?: string },
-  { waitReady = true } = {},
+  { waitReady = true, nodeArgs = [], env = {} }: SpawnOptions = {},
 ): Promise<ChildHandle> {
   mkdirSync(q.ledgerDir, { recursive: true });
   const ledger = path.join(q.ledgerDir, `w-${Date.now()}-${Math.random().toString(36).slice(2, 8)}.jsonl`);
   const full: ChildConfig = { url: q.url, schema: q.schema, ledger, ...config };
   // stderr goes to a file beside the ledger: it outlives the child and the test, for post-mortems.
   const errFile = `${ledger}.stderr`;
-  const proc = spawn(process.execPath, ["--import", "tsx", path.join(here, "worker-child.ts")], {
-    env: { ...process.env, CHAOS_CONFIG: JSON.stringify(full) },
+  const proc = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(here, "worker-child.ts")], {
+    env: { ...process.env, ...env, CHAOS_CONFIG: JSON.stringify(full) },
     stdio: ["ignore", "ignore", openSync(errFile, "a")],
   });
   children.add(proc);

@@ -43,10 +43,32 @@ export interface ChildConfig {
   effects?: boolean;
   /** Cap on every handler's duration, ms (a replacement worker need not sit out a 120 s job). */
   maxMs?: number;
+  /** P9: every handler first blocks the event loop this long (a synchronous CPU loop). */
+  blockMs?: number;
+  /** P10: the handler started after this many others allocates until the heap limit kills the process. */
+  oomAfterStarts?: number;
+  /**
+   * The wall-clock skew libfaketime gives this process, ms: removed from the ledger's timestamps so
+   * they stay comparable with the other processes' (the skewed clock is still logged at "ready").
+   */
+  fakeClockOffsetMs?: number;
 }
 
 export interface LedgerEntry {
-  e: "tick" | "starting" | "ready" | "start" | "end" | "outcome" | "stale" | "kill" | "signal" | "stopped" | "claimed";
+  e:
+    | "tick"
+    | "starting"
+    | "ready"
+    | "start"
+    | "end"
+    | "outcome"
+    | "stale"
+    | "kill"
+    | "signal"
+    | "stopped"
+    | "claimed"
+    | "reaped"
+    | "listener";
   pid: number;
   t: number;
   id?: string;
@@ -58,6 +80,8 @@ export interface LedgerEntry {
   point?: string;
   n?: number;
   stats?: Record<string, number>;
+  /** Database errors the worker survived so far, by context (claim, heartbeat, outcome, start). */
+  warnings?: Record<string, number>;
   /** The child's own (possibly skewed) Date.now() at "ready". */
   clock?: number;
 }
@@ -132,11 +156,15 @@ export async function reconcile(
   const killedPids = new Map<number, number>();
   const stoppedPids = new Set<number>();
   for (const f of faults) if (f.pid !== undefined) killedPids.set(f.pid, f.t);
+  // A failover with asynchronous replication: outcomes the old primary acknowledged may be missing on the new one.
+  const failoverAt = faults.find((f) => f.what === "failover")?.t;
   for (const entry of entries) {
     if (entry.e === "stopped") stoppedPids.add(entry.pid);
     if (entry.e === "kill") killedPids.set(entry.pid, entry.t);
-    // A lease is the claiming transaction's id, shared by a batch: (job, lease) names one execution.
-    const key = `${entry.id}:${entry.lease}`;
+    // A lease is the claiming transaction's id, shared by a batch: (job, lease) names one execution in
+    // one process. The pid too: after a failover with a lost tail the new primary hands out the same
+    // transaction ids again, so two processes can hold one job under one lease (D7).
+    const key = `${entry.id}:${entry.lease}:${entry.pid}`;
     if (entry.e === "start" && entry.lease && entry.id) {
       executions.set(key, {
         id: entry.id,
@@ -201,7 +229,8 @@ export async function reconcile(
       if (run.outcome === "retry" || run.outcome === "snoozed") {
         policyRetries++;
         continue;
-      } else if (run.stale) reason = "stale_outcome_rejected";
+      } else if (next.lease === run.lease) reason = "lease_token_reused";
+      else if (run.stale) reason = "stale_outcome_rejected";
       // A handler still running when its worker stopped gracefully: the hard stop released its job.
       else if (run.outcome === "released" || (stoppedPids.has(run.pid) && run.outcome === undefined))
         reason = "released_at_shutdown";
@@ -209,6 +238,8 @@ export async function reconcile(
       else if (killedPids.has(run.pid) && run.end === undefined) reason = "lease_expired:killed_mid_handler";
       // Ended (its outcome maybe buffered for the next batched write) but killed before the write committed.
       else if (killedPids.has(run.pid)) reason = "lease_expired:killed_before_outcome";
+      else if (failoverAt !== undefined && run.outcome === "completed" && run.start < failoverAt)
+        reason = "failover:outcome_lost_with_async_tail";
       else if (run.outcome === "completed") reason = "lease_expired:outcome_write_failed";
       else reason = "unexplained";
       duplicatesByReason[reason] = (duplicatesByReason[reason] ?? 0) + 1;

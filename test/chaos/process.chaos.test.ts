@@ -1,7 +1,8 @@
 /**
  * Process faults (matrix 7.1): real worker processes killed with SIGKILL at
- * random and at named points, stopped with SIGTERM (once and twice), and
- * handlers that throw odd things or never resolve.
+ * random and at named points, stopped with SIGTERM (once and twice), killed
+ * by the V8 heap limit, frozen by a blocked event loop, and handlers that
+ * throw odd things or never resolve.
  *
  * Invariant for every test: lost = 0, and every duplicate execution has a
  * named reason the fault explains.
@@ -321,6 +322,98 @@ describe("process faults", () => {
       lost: 0,
       duplicates: 0,
       other: `slot held by a stuck handler ≤ ${Math.max(...held)} ms (jobTimeout 300 ms); throughput vs baseline: ${(ratio * 100).toFixed(0)} % (${baseline} ms vs ${withStuck} ms); timed-out jobs recorded with SKIPQ_JOB_TIMEOUT: 2`,
+    });
+  });
+  it("P9: a worker whose event loop is blocked longer than the lease loses the job to another worker, and its late outcome is fenced out", async () => {
+    const q = await queue("p9");
+    await enqueueChaos(q, 1, { ms: 0 });
+    // Four leases: long enough for a rescuer process to start and take over the maintenance lease on a loaded machine.
+    const blockMs = 4 * 2000;
+    const victim = await spawnWorker(q, { worker: { ...CHAOS_WORKER, concurrency: 1 }, blockMs });
+    const blockedAt = (
+      await until("the victim started the job", () => ledgerOf(q, victim.pid).find((e) => e.e === "start"))
+    ).t;
+    const rescuer = await spawnWorker(q, { worker: { ...CHAOS_WORKER, concurrency: 1 } });
+    const rescued = await until("the rescuer ran the job", () => ledgerOf(q, rescuer.pid).find((e) => e.e === "end"));
+    // The victim wakes after blockMs, finishes its handler and presents its old lease.
+    await until("the victim's late outcome was rejected", () => ledgerOf(q, victim.pid).some((e) => e.e === "stale"));
+    const r = await reconcile(q.db, q.schema, q.ledgerDir);
+    expect(r.lost).toBe(0);
+    expect(r.duplicatesByReason).toEqual({ stale_outcome_rejected: 1 });
+    expect(r.staleOutcomesRejected).toBe(1);
+    expect(await statusCounts(q)).toEqual({ completed: 1 });
+    // Completed under the rescuer's lease and moved out of the live table.
+    const { rows } = await q.db.query(`SELECT count(*)::int AS n FROM "${q.schema}".jobs`);
+    expect(rows[0].n).toBe(0);
+    // The rescuer's run happened while the victim was still blocked: two holders, one valid lease.
+    const victimEnd = ledgerOf(q, victim.pid).find((e) => e.e === "end")?.t ?? 0;
+    expect(rescued.t).toBeLessThan(victimEnd);
+    // The blocked process wrote nothing at all meanwhile: its 1 s ticks have a gap of about blockMs.
+    const ticks = ledgerOf(q, victim.pid)
+      .filter((e) => e.e === "tick" || e.e === "ready")
+      .map((e) => e.t);
+    const gap = Math.max(...ticks.slice(1).map((t, i) => t - (ticks[i] as number)));
+    expect(gap).toBeGreaterThanOrEqual(blockMs - 1000);
+    const rescuerReady = ledgerOf(q, rescuer.pid).find((e) => e.e === "ready")?.t ?? blockedAt;
+    const rescuedStart = ledgerOf(q, rescuer.pid).find((e) => e.e === "start")?.t ?? 0;
+    // From the moment the lease could lapse with a rescuer running (process start-up is not the queue's time).
+    const recovery = rescuedStart - Math.max(blockedAt, rescuerReady);
+    expect(recovery).toBeLessThan(2000 + 200 + 200 + SLACK_MS);
+    recordResult({
+      row: "P9",
+      title: `A handler blocks its worker's event loop for ${blockMs / 1000} s (${blockMs / 2000} leases) with a synchronous loop; a second worker is running`,
+      config: CHAOS_CONFIG,
+      lost: r.lost,
+      duplicates: r.duplicates,
+      duplicatesByReason: r.duplicatesByReason,
+      staleRejected: r.staleOutcomesRejected,
+      recoveryMs: recovery,
+      other: `victim's ledger silent for ${gap} ms (no heartbeat could run); the rescuer completed the job ${victimEnd - rescued.t} ms before the victim woke; stale writes accepted: 0`,
+    });
+  });
+
+  it("P10: a worker killed by the V8 heap limit mid-batch loses no job, and only its in-flight jobs run again", async () => {
+    const q = await queue("p10");
+    const jobs = 300;
+    await enqueueChaos(q, jobs, { ms: 100 });
+    const worker = { ...CHAOS_WORKER, concurrency: 5 };
+    const [victim] = await Promise.all([
+      // After 20 handlers, the next one allocates until V8 aborts the process (heap capped at 64 MB).
+      spawnWorker(q, { worker, oomAfterStarts: 20 }, { nodeArgs: ["--max-old-space-size=64"] }),
+      spawnWorker(q, { worker }),
+      spawnWorker(q, { worker }),
+    ]);
+    if (!victim) throw new Error("no victim");
+    const exit = await victim.exited;
+    expect(exit.signal).toBe("SIGABRT");
+    expect(victim.stderr()).toMatch(/JavaScript heap out of memory/);
+    // In flight on the victim: claimed (running or buffered) with no outcome committed; frozen now it is dead.
+    const { rows } = await q.db.query(
+      `SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE status = 'running' AND locked_by LIKE $1`,
+      [`%:${victim.pid}:%`],
+    );
+    const inFlight = rows[0].n as number;
+    expect(inFlight).toBeGreaterThan(0);
+    await until("every job terminal", async () => (await terminalCount(q)) === jobs, 60_000, 100);
+    const r = await reconcile(q.db, q.schema, q.ledgerDir, [{ t: exit.at, pid: victim.pid, what: "OOM" }]);
+    expect(r.lost).toBe(0);
+    expect(r.byStatus).toEqual({ completed: jobs });
+    expect(r.duplicatesByReason.unexplained ?? 0).toBe(0);
+    expect(r.duplicates).toBeGreaterThan(0);
+    expect(r.duplicates).toBeLessThanOrEqual(inFlight);
+    const recovery = maxOf(r.recoveryMs) ?? 0;
+    expect(recovery).toBeLessThan(2000 + 200 + 200 + SLACK_MS);
+    recordResult({
+      row: "P10",
+      title:
+        "V8 heap limit (--max-old-space-size=64) kills one of 3 workers mid-batch (concurrency 5, 300 jobs of 100 ms)",
+      config: CHAOS_CONFIG,
+      lost: r.lost,
+      duplicates: r.duplicates,
+      duplicatesByReason: r.duplicatesByReason,
+      staleRejected: r.staleOutcomesRejected,
+      recoveryMs: recovery,
+      other: `exit by ${exit.signal} ("JavaScript heap out of memory"); claimed on the victim at its death (running or buffered): ${inFlight}; duplicates ≤ that count`,
     });
   });
 });

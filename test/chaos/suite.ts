@@ -9,7 +9,7 @@ import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import { type ChaosQueue, chaosQueue, killAllChildren, startServer } from "./harness.js";
 
 /** The lease settings of CHAOS_WORKER, as printed with every result row. */
-export const CHAOS_CONFIG = "lease 2s, heartbeat 0.5s, reaper 0.2s, poll 0.2s";
+export const CHAOS_CONFIG = "lease 2s, heartbeat 0.5s, reaper 0.2s, poll 0.2s, leader lease 2s";
 
 export interface ChaosSuite {
   /** This file's PostgreSQL, started before its first test. */
@@ -20,12 +20,13 @@ export interface ChaosSuite {
   readonly workers: Worker[];
 }
 
-export function chaosSuite(): ChaosSuite {
+/** `env`: extra environment for this file's PostgreSQL server (T4 preloads libfaketime into it). */
+export function chaosSuite(options: { env?: Record<string, string> } = {}): ChaosSuite {
   let server: EmbeddedPostgres | undefined;
   const queues: ChaosQueue[] = [];
   const workers: Worker[] = [];
   beforeAll(async () => {
-    server = await startServer();
+    server = await startServer({}, options.env);
   });
   afterEach(async () => {
     await killAllChildren();

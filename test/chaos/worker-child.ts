@@ -34,8 +34,11 @@ if (config.skewMs) {
   globalThis.Date = SkewedDate as DateConstructor;
 }
 
+/** The real wall clock, for the ledger: libfaketime's known skew (T2–T5) taken out. */
+const ledgerNow = () => realNow() - (config.fakeClockOffsetMs ?? 0);
+
 function log(entry: Record<string, unknown>): void {
-  appendFileSync(config.ledger, `${JSON.stringify({ ...entry, pid: process.pid, t: realNow() })}\n`);
+  appendFileSync(config.ledger, `${JSON.stringify({ ...entry, pid: process.pid, t: ledgerNow() })}\n`);
 }
 
 const skipq = new Skipq({
@@ -107,12 +110,33 @@ function fail(shape: string, id: string): unknown {
   }
 }
 
+/** P10: keeps allocating, and keeps it all reachable, until V8 aborts the process at its heap limit. */
+function exhaustHeap(): never {
+  const hog: number[][] = [];
+  for (;;) hog.push(new Array(1 << 20).fill(hog.length));
+}
+
+let starts = 0;
 worker.register("chaos", async (raw, ctx) => {
   const payload = raw as JobSpec;
   const { job } = ctx;
   log({ e: "start", id: job.id, attempt: job.attempt, lease: job.lease });
+  starts++;
+  if (config.oomAfterStarts !== undefined && starts > config.oomAfterStarts) {
+    log({ e: "kill", point: "oom", ids: [job.id] });
+    exhaustHeap();
+  }
   let ok = false;
   try {
+    if (config.blockMs) {
+      // P9: a synchronous loop; no timer, heartbeat or I/O callback runs meanwhile. It returns without
+      // awaiting anything after it, so the outcome reaches the database before the overdue heartbeat
+      // (which would otherwise find the lease gone first and discard the outcome: also fenced, another path).
+      const until = performance.now() + config.blockMs;
+      while (performance.now() < until);
+      ok = true;
+      return;
+    }
     if (payload.never) await new Promise(() => undefined);
     const ms = Math.min(payload.ms ?? 0, config.maxMs ?? Number.POSITIVE_INFINITY);
     await sleep(ms, payload.ignoreAbort ? undefined : ctx.signal);
@@ -134,6 +158,13 @@ worker.register("chaos", async (raw, ctx) => {
 worker.on("jobEnd", (job, outcome) => log({ e: "outcome", id: job.id, lease: job.lease, outcome }));
 worker.on("staleOutcome", (ids) => log({ e: "stale", ids }));
 worker.on("claimed", (jobs) => log({ e: "claimed", n: jobs.length }));
+worker.on("reaped", (jobs) => log({ e: "reaped", ids: jobs.map((j) => j.id) }));
+worker.on("listener", (connected) => log({ e: "listener", ok: connected }));
+// Database errors the worker survived, by where they happened (claim, heartbeat, outcome, start), for the ticks.
+const warnings: Record<string, number> = {};
+worker.on("warning", (_error, context) => {
+  warnings[context] = (warnings[context] ?? 0) + 1;
+});
 
 let signals = 0;
 const onSignal = (signal: string) => {
@@ -145,7 +176,7 @@ process.on("SIGTERM", () => onSignal("SIGTERM"));
 process.on("SIGINT", () => onSignal("SIGINT"));
 
 worker.on("stopped", () => {
-  log({ e: "stopped", stats: worker.stats });
+  log({ e: "stopped", stats: worker.stats, warnings });
   void Promise.all([skipq.close(), effects?.end()]).finally(() => process.exit(0));
 });
 
@@ -153,4 +184,4 @@ log({ e: "starting" });
 await worker.start();
 log({ e: "ready", clock: Date.now() });
 // A heartbeat of the process itself: a gap in these lines means the event loop was blocked.
-setInterval(() => log({ e: "tick", running: worker.running, stats: worker.stats }), 1000).unref();
+setInterval(() => log({ e: "tick", running: worker.running, stats: worker.stats, warnings }), 1000).unref();

@@ -376,8 +376,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     }
     m = /^\/queues\/([^/]+)\/(pause|resume|retry-dead)$/.exec(rel);
     if (m) {
-      const queue = decodeURIComponent(m[1] as string);
-      if (!NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+      const queue = decodePathSegment(m[1] as string);
+      if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
       logger.info({ queue, action: m[2], by: principal.name }, `skipq dashboard: queue ${m[2]}`);
       if (m[2] === "pause") {
         await admin.pauseQueue(queue);
@@ -566,6 +566,15 @@ function param(url: URL, name: string): string {
   const value = url.searchParams.get(name) ?? "";
   if (value.length > 200) throw new HttpError(400, `${name} is longer than 200 characters`);
   return value.trim();
+}
+
+/** A percent-decoded path segment, or undefined when its escapes are malformed ("%", "%ZZ", "%C0%80"). */
+function decodePathSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The last value of a proxy header (the one the proxy in front wrote), trimmed; undefined when absent. */
