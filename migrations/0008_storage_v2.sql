@@ -98,8 +98,12 @@ INSERT INTO settings DEFAULT VALUES;
 -- attaching it (ATTACH takes only SHARE UPDATE EXCLUSIVE on the parent:
 -- outcomes keep flowing). Returns the partition's name, or NULL when another
 -- partition already covers part of the range (made with another width).
+-- SECURITY DEFINER (as are the other history functions): the maintainer's
+-- leader may run as a runtime role with DML rights only; the partitions it
+-- needs are made and dropped with the schema owner's rights, and only through
+-- these functions' fixed statements.
 CREATE FUNCTION skipq_history_partition(parent_table text, range_from timestamptz, range_to timestamptz)
-RETURNS text LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT SET lock_timeout TO '2s' AS $fn$
+RETURNS text LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout TO '2s' AS $fn$
 DECLARE
   part text := format('%s_p%s', parent_table, to_char(range_from AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MI'));
 BEGIN
@@ -131,7 +135,7 @@ $fn$;
 -- the DROP's exclusive lock). A partition someone else is reading waits its
 -- turn (lock_timeout): the next pass drops it.
 CREATE FUNCTION skipq_history_drop(parent_table text, before timestamptz)
-RETURNS TABLE (name text, rows bigint) LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT SET lock_timeout TO '2s' AS $fn$
+RETURNS TABLE (name text, rows bigint) LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout TO '2s' AS $fn$
 DECLARE
   part text;
   n bigint;
@@ -145,6 +149,20 @@ BEGIN
     rows := n;
     RETURN NEXT;
   END LOOP;
+END
+$fn$;
+
+-- Upgrade, once no finished row is left in jobs: the CHECK becomes valid (the
+-- planner then skips the live table for finished statuses) and the indexes of
+-- finished rows go. Returns false when a finished row is still there.
+CREATE FUNCTION skipq_history_moved() RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout TO '2s' AS $fn$
+BEGIN
+  ALTER TABLE jobs VALIDATE CONSTRAINT jobs_live_check;
+  DROP INDEX IF EXISTS jobs_terminal_age, jobs_completed_at, jobs_dead_fingerprint;
+  RETURN true;
+EXCEPTION WHEN check_violation THEN
+  RETURN false;
 END
 $fn$;
 
@@ -235,6 +253,8 @@ CREATE VIEW all_jobs AS
 -- both on the same states and compares the rows).
 
 -- Claim: one ordered index scan per queue (LATERAL), merged and cut to n.
+-- The lease is random per job and claim (not the transaction id, which a
+-- promoted replica can hand out again after a failover).
 CREATE OR REPLACE FUNCTION skipq_claim(queues text[], n integer, worker text, lease_ms double precision)
 RETURNS TABLE (id bigint, queue text, kind text, payload jsonb, priority smallint, attempts integer,
                max_attempts integer, lease bigint, run_at timestamptz, created_at timestamptz, headers jsonb)
@@ -255,7 +275,7 @@ LANGUAGE sql VOLATILE SET search_path FROM CURRENT AS $fn$
   claimed AS (
     UPDATE jobs AS j
        SET status = 'running', attempts = j.attempts + 1, locked_at = now(), locked_by = worker,
-           lease = pg_current_xact_id()::text::bigint,
+           lease = 1 + floor(random() * 4611686018427387903)::bigint,
            lease_expires_at = now() + lease_ms * interval '1 millisecond', updated_at = now()
      WHERE j.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND j.status = 'pending'
     RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease,

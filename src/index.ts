@@ -37,6 +37,7 @@ export {
 } from "./core/errors.js";
 export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from "./core/job.js";
 export { defaultLogger, type Logger, silentLogger } from "./core/logger.js";
+export { defaultErrorRedactor, type ErrorRedactor } from "./core/secrets.js";
 export type { Duration } from "./core/validate.js";
 export {
   type CronOptions,

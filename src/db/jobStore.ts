@@ -5,7 +5,7 @@
  * when to call them.
  *
  * Invariants: every transition after a claim presents the job's lease (the
- * claiming transaction's id), and each "many" call returns the ids whose lease
+ * random token drawn at the claim), and each "many" call returns the ids whose lease
  * still matched, so callers can count stale outcomes; claimed rows come back
  * in claim order.
  */

@@ -45,15 +45,9 @@ export async function moveFinishedJobs(
     const { rowCount } = await store.query(sql.historyMoveFinished, [batch]);
     moved += rowCount ?? 0;
     if ((rowCount ?? 0) < batch) {
-      try {
-        await store.query(sql.historyValidate);
-      } catch (error) {
-        // 23514: a finished row was locked (skipped) by someone else; the next pass moves it.
-        if ((error as { code?: string }).code === "23514") return { moved, done: false };
-        throw error;
-      }
-      await store.query(sql.historyDropOldIndexes);
-      return { moved, done: true };
+      // False: a finished row was locked (skipped) by someone else; the next pass moves it.
+      const { rows: finished } = await store.query<{ moved: boolean }>(sql.historyFinishMove);
+      return { moved, done: finished[0]?.moved === true };
     }
   }
   return { moved, done: false };

@@ -17,6 +17,7 @@ import { backoffMs } from "../core/backoff.js";
 import { errorFingerprint, formatError } from "../core/errorFormat.js";
 import type { RetryIn } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
+import type { ErrorRedactor } from "../core/secrets.js";
 import type { JobStore, Settlement } from "../db/jobStore.js";
 import type { Outcome, Running, WorkerStats } from "./types.js";
 import { sleep } from "./wakeup.js";
@@ -34,6 +35,8 @@ export interface CompleterOptions {
   onWarning: (error: unknown) => void;
   /** After each flush that wrote something (a limited queue's slot is free only now). */
   onFlushed: () => void;
+  /** Applied to every error text before it is stored. */
+  redactError: ErrorRedactor;
 }
 
 export class Completer {
@@ -76,10 +79,10 @@ export class Completer {
         settle("snooze", { delayMs: (error as RetryIn).delayMs });
         break;
       case "dead":
-        settle("dead", { error: formatError(error), fingerprint: errorFingerprint(job.kind, error) });
+        settle("dead", { error: this.errorText(error, job), fingerprint: errorFingerprint(job.kind, error) });
         break;
       case "cancelled":
-        settle("cancel", { error: formatError(error) });
+        settle("cancel", { error: this.errorText(error, job) });
         break;
       case "released":
         this.o.stats.released++;
@@ -88,12 +91,17 @@ export class Completer {
       default:
         this.o.stats.failed++;
         settle("retry", {
-          error: formatError(error),
+          error: this.errorText(error, job),
           delayMs: backoffMs(job.attempt, this.o.backoff),
           fingerprint: errorFingerprint(job.kind, error),
         });
     }
     this.scheduleFlush();
+  }
+
+  /** What last_error stores: the error's text, with the job's secrets redacted. */
+  private errorText(error: unknown, job: Running["job"]): string {
+    return this.o.redactError(formatError(error), job);
   }
 
   private scheduleFlush(): void {

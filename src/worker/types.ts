@@ -7,6 +7,7 @@ import type { Context as TraceContext } from "@opentelemetry/api";
 import type pg from "pg";
 import type { BackoffOptions } from "../core/backoff.js";
 import type { Logger } from "../core/logger.js";
+import type { ErrorRedactor } from "../core/secrets.js";
 import type { Duration } from "../core/validate.js";
 import type { LocalService, MaintenanceOptions } from "../maintenance/maintainer.js";
 import type { LazyAbortController } from "./lazyAbort.js";
@@ -118,6 +119,13 @@ export interface WorkerOptions {
   presenceInterval?: Duration;
   /** Check the schema version at start (refuse a database newer or older than this code). Default true. */
   checkSchema?: boolean;
+  /**
+   * Applied to every error text before it is stored in last_error (and so before the CLI or dashboard show
+   * it). Default: the job's own secrets (string values under secret-looking keys of its payload and
+   * headers), `key=value` pairs with secret-looking keys, and bearer tokens become `[redacted]`.
+   * `false` stores errors as they are.
+   */
+  redactError?: ErrorRedactor | false;
   /** @internal Fault-injection hooks for the chaos suite. */
   hooks?: WorkerHooks;
 }

@@ -16,6 +16,7 @@ import type pg from "pg";
 import { SkipqError } from "../core/errors.js";
 import type { JobDefinition, PayloadOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
+import { defaultErrorRedactor } from "../core/secrets.js";
 import { assertKey, assertName, type Duration } from "../core/validate.js";
 import { isUnavailable } from "../db/connectionErrors.js";
 import { JobStore } from "../db/jobStore.js";
@@ -124,6 +125,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       stopped: () => this.state === "stopped",
       onStale: (ids) => this.emit("staleOutcome", ids),
       onWarning: warn("outcome"),
+      redactError: options.redactError === false ? (text) => text : (options.redactError ?? defaultErrorRedactor),
       // Under limits a slot is free only once its outcome is recorded, and a full backlog blocks claims
       // until written: claim again now, not at the next poll.
       onFlushed: () => this.fetcher.wakeup.wake(),

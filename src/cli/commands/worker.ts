@@ -9,6 +9,7 @@
 import type { Command } from "commander";
 import { Skipq } from "../../core/client.js";
 import { defaultLogger } from "../../core/logger.js";
+import { defaultErrorRedactor } from "../../core/secrets.js";
 import { createMetrics, type MetricsServer, serveMetrics } from "../../ops/metrics.js";
 import type { WorkerOptions } from "../../worker/worker.js";
 import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";
@@ -112,7 +113,8 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
         if (!flags.quiet) {
           active.on("jobEnd", (job, outcome, _ms, error) => {
             if (outcome !== "retry" && outcome !== "dead") return;
-            const reason = error instanceof Error ? error.message : String(error);
+            // Printed as stored: the job's secrets redacted (the worker's default redactError).
+            const reason = defaultErrorRedactor(error instanceof Error ? error.message : String(error), job);
             const what =
               outcome === "dead"
                 ? `is dead after attempt ${job.attempt}/${job.maxAttempts}`

@@ -93,11 +93,12 @@ export function historyStatements(names: Schema) {
                                    created_at, COALESCE(completed_at, updated_at)
                               FROM moved`,
 
-      /** Upgrade, once nothing finished is left in jobs: the planner may now skip it for finished statuses. */
-      historyValidate: `ALTER TABLE ${jobs} VALIDATE CONSTRAINT jobs_live_check`,
-      /** The jobs table's indexes of finished rows, empty once they moved. */
-      historyDropOldIndexes: `DROP INDEX IF EXISTS ${schema}.jobs_terminal_age, ${schema}.jobs_completed_at,
-                                                    ${schema}.jobs_dead_fingerprint`,
+      /**
+       * Upgrade, once nothing finished is left in jobs: validates jobs_live_check (the planner may then skip
+       * the live table for finished statuses) and drops the indexes of finished rows; false when a finished
+       * row is still there (someone held it locked during the move). With the owner's rights (migration 0008).
+       */
+      historyFinishMove: `SELECT ${schema}.skipq_history_moved() AS moved`,
     },
   );
 }

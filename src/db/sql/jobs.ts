@@ -56,8 +56,11 @@ export function perQueue(
 }
 
 /**
- * The claim's UPDATE: marks the picked ids running under a new lease (the
- * claiming transaction's id) and returns the jobs. `status = 'pending'` is
+ * The claim's UPDATE: marks the picked ids running under a new lease and
+ * returns the jobs. The lease is a random 62-bit number per job and claim, not
+ * the claiming transaction's id: after a failover the promoted replica hands
+ * out again the transaction ids of the tail it never received, so an old
+ * holder's outcome could match a new claim's lease (chaos D7). `status = 'pending'` is
  * rechecked on the row, for claims whose candidate scan did not lock it.
  * `id = ANY(ARRAY(…))` keeps the update a primary-key lookup whatever the
  * planner guesses about the picked set's size (a generic plan cannot see LIMIT $2).
@@ -69,7 +72,7 @@ export function claimUpdate(
 ): string {
   return `UPDATE ${jobs} AS j
           SET status = 'running', attempts = j.attempts + 1, locked_at = ${p.lockedAt}, locked_by = ${p.worker},
-              lease = pg_current_xact_id()::text::bigint,
+              lease = ${RANDOM_LEASE},
               lease_expires_at = now() + ${p.leaseMs}::float8 * interval '1 millisecond', updated_at = now()
         WHERE j.id = ANY (ARRAY(SELECT id FROM ${picked})) AND j.status = 'pending'
        RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease,
@@ -87,6 +90,9 @@ export function claimOrder(aging: string | null): string {
   const aged = `run_at <= locked_at - ${aging}`;
   return `(${aged}) DESC, CASE WHEN ${aged} THEN 0 ELSE -priority END, run_at, id`;
 }
+
+/** A fencing token: random, 1 to 2^62, drawn per row. */
+export const RANDOM_LEASE = "1 + floor(random() * 4611686018427387903)::bigint";
 
 /** job_history's columns, in the order `historyValues` lists them. */
 export const HISTORY_COLUMNS = `id, queue, kind, payload, idempotency_key, status, priority, attempts, max_attempts,

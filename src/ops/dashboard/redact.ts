@@ -14,10 +14,9 @@ export interface RedactTarget {
 /** Returns what to show instead of `value` (for "error", a string). */
 export type Redactor = (value: unknown, target: RedactTarget) => unknown;
 
-export const SECRET_KEY_PATTERN =
-  /passw(or)?d|passphrase|^pwd$|secret|token|api[-_]?key|authori[sz]ation|cookie|credential|private[-_]?key/i;
+import { REDACTED, SECRET_KEY_PATTERN } from "../../core/secrets.js";
 
-export const REDACTED = "[redacted]";
+export { REDACTED, SECRET_KEY_PATTERN };
 
 /**
  * A redactor replacing the values of object keys matching `pattern`, at any
