@@ -35,16 +35,24 @@ export function outboxStatements(schema: string, tag: string) {
      * Claim up to $1 keys for relay $2, leased for $3 ms: each key's oldest
      * undelivered event (its head) plus up to $4 - 1 events that follow it.
      *
-     * A head is claimable only when no older undelivered event of its key
-     * exists (the NOT EXISTS): that older event is in flight, waiting for a
-     * retry, or not yet claimed, and in all three cases the key must wait.
-     * Delivery is permanent, so "older event delivered" read from any snapshot
-     * stays true. An expired lease is claimable again (its relay crashed).
+     * A head is claimable only when it is its key's oldest undelivered event:
+     * an older one is in flight, waiting for a retry, or not yet claimed, and
+     * in all three cases the key must wait. Delivery is permanent, so "older
+     * event delivered" read from any snapshot stays true. An expired lease is
+     * claimable again (its relay crashed).
+     *
+     * The head test is a correlated scalar subquery (one probe of
+     * outbox_undelivered_key per candidate), not NOT EXISTS: PostgreSQL turns
+     * NOT EXISTS into an anti join, and with a hot key its hash join compares
+     * every pair of the key's events (290 ms for 3,000 events of one key,
+     * 20 s for 20,000; docs/performance.md). A subquery is never pulled up.
      *
      * The followers of a head we hold cannot be claimed by anyone else (they
      * are not heads while ours is undelivered), so they are locked without
      * SKIP LOCKED; the relay delivers them after the head, in id order, and
      * stops at the first failure. MATERIALIZED keeps each LIMIT evaluated once.
+     * The UPDATE takes the claimed ids as an array (`id = ANY`): rows by
+     * primary key, where a join with the CTE planned a hash over the whole table.
      */
     outboxClaim: s(
       "outboxClaim",
@@ -52,8 +60,9 @@ export function outboxStatements(schema: string, tag: string) {
          SELECT o.id, o.key FROM ${outbox} o
           WHERE o.delivered_at IS NULL AND o.run_at <= now()
             AND (o.lease IS NULL OR o.lease_expires_at <= now())
-            AND NOT EXISTS (SELECT 1 FROM ${outbox} e
-                             WHERE e.key = o.key AND e.id < o.id AND e.delivered_at IS NULL)
+            AND o.id = (SELECT e.id FROM ${outbox} e
+                         WHERE e.key = o.key AND e.delivered_at IS NULL
+                         ORDER BY e.id LIMIT 1)
           ORDER BY o.id
           LIMIT $1
           FOR UPDATE SKIP LOCKED),
@@ -68,7 +77,7 @@ export function outboxStatements(schema: string, tag: string) {
        UPDATE ${outbox} AS o
           SET attempts = o.attempts + 1, locked_by = $2, lease = pg_current_xact_id()::text::bigint,
               lease_expires_at = now() + $3::float8 * interval '1 millisecond'
-         FROM runs WHERE o.id = runs.id
+        WHERE o.id = ANY (ARRAY(SELECT id FROM runs))
        RETURNING o.id, o.topic, o.key, o.event, o.headers, o.attempts, o.lease, o.created_at`,
     ),
 
@@ -77,19 +86,36 @@ export function outboxStatements(schema: string, tag: string) {
      * an event is recorded only when every older undelivered event of its key
      * is recorded in this same statement under its lease: a relay whose expired
      * run was partly taken over (the new holder claimed fewer events) cannot
-     * mark a later event delivered while an earlier one is not. `id = ANY ($1)`
-     * here and below: rows by primary key, not a hash join over the whole table.
+     * mark a later event delivered while an earlier one is not.
+     *
+     * `mine` is what the caller presents under a live lease; per key, the
+     * `blocker` is the oldest undelivered event older than the key's last one
+     * presented that is not among them (none in the normal case), and only
+     * events before it are recorded. One probe per key, so a run of 1,000
+     * events of one key costs O(run), where a NOT EXISTS per event, each
+     * re-reading the presented list, cost O(run²) (530 ms for 1,000).
+     * The lease is compared again in the UPDATE itself, not only in `mine`:
+     * a row whose lease moved on after this statement's snapshot is re-checked
+     * on its newest version (a CTE is not), so fencing holds under concurrency.
      */
     outboxDeliveredMany: s(
       "outboxDeliveredMany",
-      `UPDATE ${outbox} AS o
+      `WITH mine AS MATERIALIZED (
+         SELECT o.id, o.key FROM ${outbox} o
+           JOIN unnest($1::bigint[], $2::bigint[]) AS d(id, lease) ON o.id = d.id AND o.lease = d.lease
+          WHERE o.id = ANY ($1::bigint[])),
+       blockers AS MATERIALIZED (
+         SELECT k.key, (SELECT e.id FROM ${outbox} e
+                         WHERE e.key = k.key AND e.delivered_at IS NULL AND e.id < k.last
+                           AND e.id NOT IN (SELECT id FROM mine)
+                         ORDER BY e.id LIMIT 1) AS id
+           FROM (SELECT key, max(id) AS last FROM mine GROUP BY key) k)
+       UPDATE ${outbox} AS o
           SET delivered_at = now(), lease = NULL, lease_expires_at = NULL, last_error = NULL
          FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
-        WHERE o.id = ANY ($1::bigint[]) AND o.id = d.id AND o.lease = d.lease
-          AND NOT EXISTS (SELECT 1 FROM ${outbox} e
-                           WHERE e.key = o.key AND e.id < o.id AND e.delivered_at IS NULL
-                             AND NOT EXISTS (SELECT 1 FROM unnest($1::bigint[], $2::bigint[]) AS m(id, lease)
-                                              WHERE m.id = e.id AND m.lease = e.lease))
+        WHERE o.id = ANY (ARRAY(SELECT m.id FROM mine m JOIN blockers b ON b.key = m.key
+                                 WHERE b.id IS NULL OR m.id < b.id))
+          AND o.id = d.id AND o.lease = d.lease
        RETURNING o.id`,
     ),
 
