@@ -11,7 +11,7 @@ import { type TestQueue, testQueue } from "../helpers.js";
 
 type Op =
   | { op: "publish"; key: string }
-  | { op: "claim"; relay: number; keys: number; perKey: number }
+  | { op: "claim"; relay: number; keys: number; perKey: number; budget: number }
   | { op: "settle"; claim: number; deliver: number; fail: boolean }
   | { op: "crash"; claim: number };
 
@@ -31,6 +31,8 @@ const ops: fc.Arbitrary<Op> = fc.oneof(
     relay: fc.integer({ min: 0, max: 2 }),
     keys: fc.integer({ min: 1, max: 3 }),
     perKey: fc.integer({ min: 1, max: 3 }),
+    // The pass's event budget, shared by the keys claimed: small values cut runs short.
+    budget: fc.integer({ min: 1, max: 9 }),
   }),
   fc.record({
     op: fc.constant("settle" as const),
@@ -72,7 +74,13 @@ test("whatever relays do, a claim holds a prefix of its key's undelivered events
         if (step.op === "publish") {
           await outbox.publish(t.skipq.pool, "t", step.key, {});
         } else if (step.op === "claim") {
-          const { rows } = await q(sql.outboxClaim, [step.keys, `relay-${step.relay}`, 60_000, step.perKey]);
+          const { rows } = await q(sql.outboxClaim, [
+            step.keys,
+            `relay-${step.relay}`,
+            60_000,
+            step.perKey,
+            step.budget,
+          ]);
           if (rows.length === 0) continue;
           const events = rows.map((r) => ({ id: String(r.id), key: String(r.key) }));
           const byKey = new Map<string, string[]>();
@@ -82,6 +90,8 @@ test("whatever relays do, a claim holds a prefix of its key's undelivered events
             ids.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
             expect((await undeliveredIds(key)).slice(0, ids.length)).toEqual(ids);
             expect(ids.length).toBeLessThanOrEqual(step.perKey);
+            // The budget is shared evenly by the keys claimed (each still gets its head).
+            expect(ids.length).toBeLessThanOrEqual(Math.max(1, Math.floor(step.budget / byKey.size)));
             // One live holder per key: no other unsettled, uncrashed claim holds an event of this key.
             for (const other of claims) {
               if (!other.settled) expect(other.events.some((e) => e.key === key)).toBe(false);

@@ -181,7 +181,7 @@ describe("outbox", () => {
     await outbox.publish(t.skipq.pool, "t", "k", { n: 1 });
     await outbox.publish(t.skipq.pool, "t", "k", { n: 2 });
     const claim = (relay: string, perKey: number) =>
-      t.skipq.pool.query(t.skipq.statement(outbox.sql.outboxClaim, [10, relay, 60_000, perKey]));
+      t.skipq.pool.query(t.skipq.statement(outbox.sql.outboxClaim, [10, relay, 60_000, perKey, 100]));
     const a = (await claim("a", 2)).rows;
     expect(a).toHaveLength(2);
     // A's lease expires; B takes over only the head.

@@ -33,19 +33,27 @@ export function outboxStatements(schema: string, tag: string) {
 
     /**
      * Claim up to $1 keys for relay $2, leased for $3 ms: each key's oldest
-     * undelivered event (its head) plus up to $4 - 1 events that follow it.
+     * undelivered event (its head) plus the events that follow it, up to $4
+     * per key and, over all keys, about $5 (the pass's budget, shared evenly
+     * by the keys claimed): one hot key gets long runs, many keys short ones,
+     * and a pass stays short enough to finish within its delivery budget.
      *
-     * A head is claimable only when it is its key's oldest undelivered event:
-     * an older one is in flight, waiting for a retry, or not yet claimed, and
-     * in all three cases the key must wait. Delivery is permanent, so "older
-     * event delivered" read from any snapshot stays true. An expired lease is
-     * claimable again (its relay crashed).
+     * A head is claimable only when no older undelivered event of its key
+     * exists (the NOT EXISTS): that older event is in flight, waiting for a
+     * retry, or not yet claimed, and in all three cases the key must wait.
+     * Delivery is permanent, so "older event delivered" read from any snapshot
+     * stays true. An expired lease is claimable again (its relay crashed).
      *
-     * The head test is a correlated scalar subquery (one probe of
-     * outbox_undelivered_key per candidate), not NOT EXISTS: PostgreSQL turns
-     * NOT EXISTS into an anti join, and with a hot key its hash join compares
-     * every pair of the key's events (290 ms for 3,000 events of one key,
-     * 20 s for 20,000; docs/performance.md). A subquery is never pulled up.
+     * OFFSET 0 keeps the NOT EXISTS a per-candidate probe, walking
+     * outbox_undelivered in id order and stopping at $1 heads. Without it
+     * PostgreSQL makes it an anti join, whose hash compares every pair of a
+     * hot key's events (290 ms per claim for 3,000 events of one key); as
+     * `id = (SELECT min …)` the planner's guess of its selectivity made it scan
+     * and sort every undelivered event (81 ms for 20,000). The ORDER BY (kept
+     * because of the OFFSET) makes the probe an outbox_undelivered_key range
+     * scan: on a table whose statistics say "one key", a sequential scan looked
+     * as cheap, and walked every delivered row per probe (80 ms per claim for
+     * 5,000 events of one key). See docs/performance.md, "The outbox relay".
      *
      * The followers of a head we hold cannot be claimed by anyone else (they
      * are not heads while ours is undelivered), so they are locked without
@@ -60,9 +68,9 @@ export function outboxStatements(schema: string, tag: string) {
          SELECT o.id, o.key FROM ${outbox} o
           WHERE o.delivered_at IS NULL AND o.run_at <= now()
             AND (o.lease IS NULL OR o.lease_expires_at <= now())
-            AND o.id = (SELECT e.id FROM ${outbox} e
-                         WHERE e.key = o.key AND e.delivered_at IS NULL
-                         ORDER BY e.id LIMIT 1)
+            AND NOT EXISTS (SELECT 1 FROM ${outbox} e
+                             WHERE e.key = o.key AND (e.key, e.id) < (o.key, o.id) AND e.delivered_at IS NULL
+                             ORDER BY e.key, e.id OFFSET 0)
           ORDER BY o.id
           LIMIT $1
           FOR UPDATE SKIP LOCKED),
@@ -72,7 +80,7 @@ export function outboxStatements(schema: string, tag: string) {
             SELECT e.id FROM ${outbox} e
              WHERE e.key = h.key AND e.delivered_at IS NULL AND e.id >= h.id
              ORDER BY e.id
-             LIMIT $4
+             LIMIT least($4, greatest(1, $5::int / (SELECT count(*) FROM heads)))
              FOR UPDATE) f)
        UPDATE ${outbox} AS o
           SET attempts = o.attempts + 1, locked_by = $2, lease = pg_current_xact_id()::text::bigint,
@@ -90,8 +98,10 @@ export function outboxStatements(schema: string, tag: string) {
      *
      * `mine` is what the caller presents under a live lease; per key, the
      * `blocker` is the oldest undelivered event older than the key's last one
-     * presented that is not among them (none in the normal case), and only
-     * events before it are recorded. One probe per key, so a run of 1,000
+     * presented that is not among them, and only events before it are
+     * recorded. `blockers` keeps only keys that have one (normally none), so
+     * the final filter is a lookup in an empty set rather than a join of every
+     * event with every key (140 ms for 10,000 events over 100 keys). One probe per key, so a run of 1,000
      * events of one key costs O(run), where a NOT EXISTS per event, each
      * re-reading the presented list, cost O(run²) (530 ms for 1,000).
      * The lease is compared again in the UPDATE itself, not only in `mine`:
@@ -105,16 +115,18 @@ export function outboxStatements(schema: string, tag: string) {
            JOIN unnest($1::bigint[], $2::bigint[]) AS d(id, lease) ON o.id = d.id AND o.lease = d.lease
           WHERE o.id = ANY ($1::bigint[])),
        blockers AS MATERIALIZED (
-         SELECT k.key, (SELECT e.id FROM ${outbox} e
-                         WHERE e.key = k.key AND e.delivered_at IS NULL AND e.id < k.last
-                           AND e.id NOT IN (SELECT id FROM mine)
-                         ORDER BY e.id LIMIT 1) AS id
-           FROM (SELECT key, max(id) AS last FROM mine GROUP BY key) k)
+         SELECT k.key, k.blocker FROM (
+           SELECT m.key, (SELECT e.id FROM ${outbox} e
+                           WHERE e.key = m.key AND e.delivered_at IS NULL AND e.id < max(m.id)
+                             AND e.id NOT IN (SELECT id FROM mine)
+                           ORDER BY e.id LIMIT 1) AS blocker
+             FROM mine m GROUP BY m.key) k
+          WHERE k.blocker IS NOT NULL)
        UPDATE ${outbox} AS o
           SET delivered_at = now(), lease = NULL, lease_expires_at = NULL, last_error = NULL
          FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
-        WHERE o.id = ANY (ARRAY(SELECT m.id FROM mine m JOIN blockers b ON b.key = m.key
-                                 WHERE b.id IS NULL OR m.id < b.id))
+        WHERE o.id = ANY (ARRAY(SELECT m.id FROM mine m
+                                 WHERE NOT EXISTS (SELECT 1 FROM blockers b WHERE b.key = m.key AND b.blocker < m.id)))
           AND o.id = d.id AND o.lease = d.lease
        RETURNING o.id`,
     ),
