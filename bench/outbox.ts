@@ -14,12 +14,15 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import net from "node:net";
 import pg from "pg";
-import * as skipqPackage from "skipq";
 import type { OutboxSink, RelayOptions } from "skipq";
+import * as skipqPackage from "skipq";
 import { median, waitFor } from "./lib.js";
 
 /** The skipq build measured: this package, or (for a before/after comparison) another build of it. */
-export type Lib = Pick<typeof skipqPackage, "Skipq" | "Outbox" | "silentLogger" | "rabbitmqSink" | "natsSink" | "webhookSink">;
+export type Lib = Pick<
+  typeof skipqPackage,
+  "Skipq" | "Outbox" | "silentLogger" | "rabbitmqSink" | "natsSink" | "webhookSink"
+>;
 
 export interface OutboxSizes {
   /** Events over 100 keys (interleaved, as 100 busy aggregates publish them). */
@@ -220,7 +223,8 @@ function natsTarget(servers: string, tag: string): Target {
         );
       }),
     // A fresh message-id prefix per round, for the same reason.
-    sink: (lib) => lib.natsSink({ servers, subject: (e) => `${subject}.${e.topic}`, messageIdPrefix: `relay:${round}:` }),
+    sink: (lib) =>
+      lib.natsSink({ servers, subject: (e) => `${subject}.${e.topic}`, messageIdPrefix: `relay:${round}:` }),
     async count() {
       return (await jsm.streams.info(stream)).state.messages;
     },
@@ -447,10 +451,13 @@ async function relayOnce(
   const delivered = relay.stats.delivered;
   await relay.stop();
   const held = await waitForCount(target, delivered);
-  if (held < delivered) return { note: `${keys} key(s): the destination holds ${held} of ${delivered} marked delivered` };
+  if (held < delivered)
+    return { note: `${keys} key(s): the destination holds ${held} of ${delivered} marked delivered` };
   return {
     rate: delivered / (ms / 1000),
-    note: done ? undefined : `${keys} key(s): stopped at the ${limitMs / 1000} s bound (rate over the events delivered)`,
+    note: done
+      ? undefined
+      : `${keys} key(s): stopped at the ${limitMs / 1000} s bound (rate over the events delivered)`,
   };
 }
 

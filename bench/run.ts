@@ -565,7 +565,15 @@ async function main(): Promise<void> {
       tables.push({
         title: "9. Outbox relay against the broker floor (peers have no outbox: the comparison is to the floor)",
         note: `The floor: the broker's own client publishing the same messages with the same confirmation (RabbitMQ publisher confirms of persistent messages to a durable queue, JetStream PubAck from a file stream, a 2xx from a local receiver in the bench process), pipelined: the best of its confirmation windows, ${fmt(sizes.outbox.floor)} messages. The relay: one \`OutboxRelay\` with default options, from a filled outbox (${fmt(sizes.outbox.manyKeys)} events over 100 keys, interleaved; ${fmt(sizes.outbox.oneKey)} on one key) to the last delivered mark, every event checked to be at the destination. Each rep measures the floor and then the relay, moments apart; shares are the median of each rep's ratio, rates the share × the median floor; ${sizes.outbox.reps} rep(s).`,
-        header: ["Destination", "floor msgs/s", "relay, 100 keys", "share of floor", "relay, 1 key", "share of floor", "note"],
+        header: [
+          "Destination",
+          "floor msgs/s",
+          "relay, 100 keys",
+          "share of floor",
+          "relay, 1 key",
+          "share of floor",
+          "note",
+        ],
         rows: results.map((r) => [
           r.target,
           r.floor === undefined ? r.floorNote : `${fmt(r.floor)} (${r.floorNote})`,

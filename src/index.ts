@@ -94,6 +94,7 @@ export {
 } from "./ops/metrics.js";
 // Outbox, sagas, driver adapters (issue 8).
 export {
+  type BatchOutcome,
   Outbox,
   type OutboxEvent,
   OutboxRelay,

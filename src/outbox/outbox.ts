@@ -172,6 +172,18 @@ export interface RelayOptions {
  */
 const PASS_EVENTS = 10_000;
 
+/** A row of outboxClaim / outboxClaimKeys (bigints arrive as strings). */
+interface ClaimRow {
+  id: string;
+  topic: string;
+  key: string;
+  event: unknown;
+  headers: Record<string, string> | null;
+  attempts: number;
+  lease: string;
+  created_at: Date;
+}
+
 interface Claimed {
   lease: string;
   /** The id as a bigint, for sorting a run. */
@@ -207,6 +219,11 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
   private readonly backoff: BackoffOptions;
   private readonly logger: Logger;
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
+  /** Keys whose last run was wholly delivered and recorded: the next claim may continue them without a scan. */
+  private continueKeys: string[] = [];
+  /** Whether the last scan for heads found batchSize keys, and when (performance.now()) the next one is due otherwise. */
+  private lastScanFull = true;
+  private nextScanAt = 0;
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
 
@@ -260,15 +277,7 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
    */
   async runOnce(): Promise<number> {
     const skipq = this.outbox.skipq;
-    const { rows } = await skipq.pool.query(
-      skipq.statement(this.outbox.sql.outboxClaim, [
-        this.batchSize,
-        this.id,
-        this.lockMs,
-        this.perKeyBatch,
-        Math.max(PASS_EVENTS, this.batchSize),
-      ]),
-    );
+    const rows = await this.claim();
     if (rows.length === 0) return 0;
     this.stats.claimed += rows.length;
     const runs = new Map<string, Claimed[]>();
@@ -321,6 +330,11 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
     };
     const kept = await fenced(this.outbox.sql.outboxDeliveredMany, delivered);
     this.stats.delivered += kept.size;
+    // Keys whose whole run was delivered and recorded may have more events: the next pass continues them.
+    this.continueKeys = [];
+    for (const [key, run] of runs) {
+      if (run.every((c) => kept.has(c.event.id))) this.continueKeys.push(key);
+    }
     if (kept.size > 0)
       this.emit(
         "delivered",
@@ -337,6 +351,32 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
       this.emit("failed", c.event, c.error);
     }
     return rows.length;
+  }
+
+  /**
+   * Claims the next runs. Normally the scan for heads (oldest first, over
+   * every key). While the last scan found fewer than `batchSize` keys (so it
+   * walked the whole backlog to find them), the keys just delivered are
+   * continued by probing their heads directly, and the scan runs again after
+   * `pollInterval` or four times its own last duration, whichever is longer,
+   * or as soon as nothing is left to continue: a key that appears meanwhile
+   * waits about that long.
+   */
+  private async claim(): Promise<ClaimRow[]> {
+    const skipq = this.outbox.skipq;
+    const tail = [this.id, this.lockMs, this.perKeyBatch, Math.max(PASS_EVENTS, this.batchSize)];
+    const now = performance.now();
+    if (this.continueKeys.length > 0 && !this.lastScanFull && now < this.nextScanAt) {
+      const { rows } = await skipq.pool.query(
+        skipq.statement(this.outbox.sql.outboxClaimKeys, [this.continueKeys.slice(0, this.batchSize), ...tail]),
+      );
+      if (rows.length > 0) return rows;
+    }
+    const { rows } = await skipq.pool.query(skipq.statement(this.outbox.sql.outboxClaim, [this.batchSize, ...tail]));
+    // At most a fifth of the time goes to scans that find few keys (each walks the whole backlog).
+    this.nextScanAt = now + Math.max(this.pollMs, 4 * (performance.now() - now));
+    this.lastScanFull = new Set(rows.map((r) => r.key)).size >= this.batchSize;
+    return rows;
   }
 
   /**

@@ -114,16 +114,15 @@ export async function pipelineRun(
   while (confirmed < events.length && answers[confirmed] === null) confirmed++;
   if (confirmed === events.length) return { confirmed };
   const first = events[confirmed] as OutboxEvent;
-  let error = answers[confirmed];
-  if (error === undefined) {
-    error = signal.aborted ? new Error(`${sink} did not confirm outbox event ${first.id} in time`) : undefined;
-  }
-  // A destination that refused one event but accepted a later one of the key (e.g. a RabbitMQ nack
-  // from one queue) has let that later event overtake it: say so where operators look.
+  const refusal = answers[confirmed];
+  const timedOut = refusal === undefined && signal.aborted;
+  let error: unknown = timedOut ? new Error(`${sink} did not confirm outbox event ${first.id} in time`) : refusal;
+  // A destination that refused (or did not confirm) one event but accepted a later one of the key
+  // (e.g. a RabbitMQ nack from one queue) has let that later event overtake it: say so where operators look.
   const overtaken = answers.slice(confirmed + 1).filter((a) => a === null).length;
   if (overtaken > 0 && error !== undefined) {
     error = new Error(
-      `${sink} refused outbox event ${first.id} but accepted ${overtaken} later event(s) of key ${JSON.stringify(first.key)}; they will be sent again after it`,
+      `${sink} ${timedOut ? "did not confirm" : "refused"} outbox event ${first.id} but accepted ${overtaken} later event(s) of key ${JSON.stringify(first.key)}; they will be sent again after it`,
       { cause: error },
     );
   }
