@@ -1,6 +1,7 @@
 /**
  * A model-based check of the outbox claim against real PostgreSQL: random
- * sequences of publishes, claims by several relays, partial deliveries,
+ * sequences of publishes, claims by several relays (scanning for heads, or
+ * continuing given keys, with a shared event budget), partial deliveries,
  * failures and crashed relays (expired leases), with the invariants checked
  * after every step.
  */
@@ -11,7 +12,7 @@ import { type TestQueue, testQueue } from "../helpers.js";
 
 type Op =
   | { op: "publish"; key: string }
-  | { op: "claim"; relay: number; keys: number; perKey: number; budget: number }
+  | { op: "claim"; relay: number; keys: number; perKey: number; budget: number; only: string[] | null }
   | { op: "settle"; claim: number; deliver: number; fail: boolean }
   | { op: "crash"; claim: number };
 
@@ -33,6 +34,8 @@ const ops: fc.Arbitrary<Op> = fc.oneof(
     perKey: fc.integer({ min: 1, max: 3 }),
     // The pass's event budget, shared by the keys claimed: small values cut runs short.
     budget: fc.integer({ min: 1, max: 9 }),
+    // null: the scan for heads (outboxClaim); else a relay continuing these keys (outboxClaimKeys).
+    only: fc.option(fc.uniqueArray(fc.constantFrom("a", "b", "c"), { minLength: 1 })),
   }),
   fc.record({
     op: fc.constant("settle" as const),
@@ -74,15 +77,14 @@ test("whatever relays do, a claim holds a prefix of its key's undelivered events
         if (step.op === "publish") {
           await outbox.publish(t.skipq.pool, "t", step.key, {});
         } else if (step.op === "claim") {
-          const { rows } = await q(sql.outboxClaim, [
-            step.keys,
-            `relay-${step.relay}`,
-            60_000,
-            step.perKey,
-            step.budget,
-          ]);
+          const tail = [`relay-${step.relay}`, 60_000, step.perKey, step.budget];
+          const { rows } =
+            step.only === null
+              ? await q(sql.outboxClaim, [step.keys, ...tail])
+              : await q(sql.outboxClaimKeys, [step.only, ...tail]);
           if (rows.length === 0) continue;
           const events = rows.map((r) => ({ id: String(r.id), key: String(r.key) }));
+          if (step.only !== null) for (const e of events) expect(step.only).toContain(e.key);
           const byKey = new Map<string, string[]>();
           for (const e of events) byKey.set(e.key, [...(byKey.get(e.key) ?? []), e.id]);
           for (const [key, ids] of byKey) {
