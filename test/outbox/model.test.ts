@@ -83,7 +83,10 @@ test("whatever relays do, a claim holds a prefix of its key's undelivered events
               ? await q(sql.outboxClaim, [step.keys, ...tail])
               : await q(sql.outboxClaimKeys, [step.only, ...tail]);
           if (rows.length === 0) continue;
-          const events = rows.map((r) => ({ id: String(r.id), key: String(r.key) }));
+          // In id order, as the relay sorts them: RETURNING follows the plan (heap order on a scan).
+          const events = rows
+            .map((r) => ({ id: String(r.id), key: String(r.key) }))
+            .sort((x, y) => (BigInt(x.id) < BigInt(y.id) ? -1 : 1));
           if (step.only !== null) for (const e of events) expect(step.only).toContain(e.key);
           const byKey = new Map<string, string[]>();
           for (const e of events) byKey.set(e.key, [...(byKey.get(e.key) ?? []), e.id]);
