@@ -4,10 +4,11 @@
  * fenced leases) and hands them to a sink, at least once and in order per key.
  *
  * Invariants: an event exists iff the publishing transaction committed; a key
- * is held by one relay at a time and its events are sent one after another in
- * id order, a failure stopping the rest (see src/sql/outbox.ts); an event is marked
- * delivered only after its sink confirmed it, and only under its own lease.
- * It never holds a transaction open while a sink runs.
+ * is held by one relay at a time and its claimed run is sent in id order (one
+ * event at a time, or pipelined on the sink's one ordered channel), a failure
+ * stopping the rest (see src/db/sql/outbox.ts); an event is marked delivered
+ * only after its sink confirmed it and every earlier event of its run, and only
+ * under its own lease. It never holds a transaction open while a sink runs.
  */
 import { EventEmitter } from "node:events";
 import os from "node:os";
@@ -371,6 +372,7 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
         skipq.statement(this.outbox.sql.outboxClaimKeys, [this.continueKeys.slice(0, this.batchSize), ...tail]),
       );
       if (rows.length > 0) return rows;
+      this.continueKeys = [];
     }
     const { rows } = await skipq.pool.query(skipq.statement(this.outbox.sql.outboxClaim, [this.batchSize, ...tail]));
     // At most a fifth of the time goes to scans that find few keys (each walks the whole backlog).
