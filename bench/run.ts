@@ -225,6 +225,8 @@ async function main(): Promise<void> {
     return rate;
   };
 
+  /** Drops what a running scenario created, should a signal stop the run in the middle of it. */
+  const interrupted: Array<() => Promise<void>> = [];
   const scenarios: Record<number, () => Promise<void>> = {
     1: async () => {
       const results = new Map<string, number>();
@@ -561,7 +563,9 @@ async function main(): Promise<void> {
         tag,
         sizes: sizes.outbox,
         log,
+        onInterrupt: (drop) => interrupted.push(drop),
       });
+      interrupted.length = 0;
       tables.push({
         title: "9. Outbox relay against the broker floor (peers have no outbox: the comparison is to the floor)",
         note: `The floor: the broker's own client publishing the same messages with the same confirmation (RabbitMQ publisher confirms of persistent messages to a durable queue, JetStream PubAck from a file stream, a 2xx from a local receiver in the bench process), pipelined: the best of its confirmation windows, ${fmt(sizes.outbox.floor)} messages. The relay: one \`OutboxRelay\` with default options, from a filled outbox (${fmt(sizes.outbox.manyKeys)} events over 100 keys, interleaved; ${fmt(sizes.outbox.oneKey)} on one key) to the last delivered mark, every event checked to be at the destination. Each rep measures the floor and then the relay, moments apart; shares are the median of each rep's ratio, rates the share × the median floor; ${sizes.outbox.reps} rep(s).`,
@@ -588,6 +592,8 @@ async function main(): Promise<void> {
   };
 
   const cleanup = async () => {
+    // A scenario interrupted by a signal leaves its own resources (scenario 9: a schema, a queue, a stream).
+    for (const drop of interrupted.splice(0)) await drop().catch(() => undefined);
     for (const { adapter } of systems) {
       await adapter.teardown().catch((error) => log(`teardown ${adapter.name}: ${error}`));
       await adapter.close().catch(() => undefined);
