@@ -43,7 +43,7 @@ export interface RelayVariant {
   options: Omit<RelayOptions, "sink">;
 }
 
-/** One destination × relay variant: medians over the reps, and the median of each rep's ratio to that rep's floor. */
+/** One destination × relay variant: medians over the reps of the rates, and of each rep's ratio to that rep's floor. */
 export interface OutboxRow {
   target: string;
   variant: string;
@@ -380,7 +380,13 @@ async function measureTarget(
 ): Promise<OutboxRow[]> {
   const floors: number[] = [];
   const windowWins = new Map<number, number>();
-  const results = handles.map(() => ({ many: [] as number[], one: [] as number[], notes: new Set<string>() }));
+  const results = handles.map(() => ({
+    many: [] as number[],
+    one: [] as number[],
+    manyRates: [] as number[],
+    oneRates: [] as number[],
+    notes: new Set<string>(),
+  }));
   for (let rep = 0; rep < sizes.reps; rep++) {
     let floor = 0;
     let best = 0;
@@ -406,13 +412,16 @@ async function measureTarget(
     log(`outbox floor ${target.name} rep ${rep + 1}: ${tried.join(", ")}`);
     for (const [i, handle] of handles.entries()) {
       const result = results[i] as (typeof results)[number];
-      for (const [keys, total, into] of [
-        [100, sizes.manyKeys, result.many],
-        [1, sizes.oneKey, result.one],
+      for (const [keys, total, shares, rates] of [
+        [100, sizes.manyKeys, result.many, result.manyRates],
+        [1, sizes.oneKey, result.one, result.oneRates],
       ] as const) {
         const { rate, note } = await relayOnce(target, handle, admin, schema, keys, total, sizes.limitMs);
         if (note) result.notes.add(note);
-        if (rate !== undefined) into.push(rate / floor);
+        if (rate !== undefined) {
+          shares.push(rate / floor);
+          rates.push(rate);
+        }
         log(
           `outbox relay ${target.name} ${handle.variant.label} rep ${rep + 1}, ${keys} key(s): ${rate === undefined ? note : `${Math.round(rate)}/s (${Math.round((100 * rate) / floor)}% of the floor)`}`,
         );
@@ -423,18 +432,17 @@ async function measureTarget(
   const window = [...windowWins].sort((a, b) => b[1] - a[1])[0]?.[0];
   return handles.map(({ variant }, i) => {
     const result = results[i] as (typeof results)[number];
-    const share = (ratios: number[]) => (ratios.length === sizes.reps ? median(ratios) : undefined);
-    const manyKeysShare = share(result.many);
-    const oneKeyShare = share(result.one);
+    // Only when every rep measured (a destination missing events gives no figure).
+    const all = (values: number[]) => (values.length === sizes.reps ? median(values) : undefined);
     return {
       target: target.name,
       variant: variant.label,
       floor,
       floorNote: `window ${window}`,
-      manyKeys: manyKeysShare === undefined ? undefined : manyKeysShare * floor,
-      manyKeysShare,
-      oneKey: oneKeyShare === undefined ? undefined : oneKeyShare * floor,
-      oneKeyShare,
+      manyKeys: all(result.manyRates),
+      manyKeysShare: all(result.many),
+      oneKey: all(result.oneRates),
+      oneKeyShare: all(result.one),
       note: [...result.notes].join("; "),
     };
   });
