@@ -20,6 +20,7 @@ import { EmbeddedPostgres } from "../src/internal/embeddedPostgres.js";
 import { adapters } from "./adapters/index.js";
 import { runFloor } from "./floor.js";
 import { type BenchEnv, median, percentile, type SystemAdapter, show, sleep, waitFor } from "./lib.js";
+import { runOutboxBench } from "./outbox.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -36,7 +37,7 @@ function parseArgs(argv: string[]): Args {
   const args: Args = {
     quick: false,
     systems: Object.keys(adapters),
-    scenarios: [1, 2, 3, 4, 5, 6, 7, 8],
+    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9],
     out: path.join(here, "RESULTS.md"),
     keep: false,
   };
@@ -82,6 +83,7 @@ const sizes = args.quick
       bigPending: 2_000,
       bigCompleted: 18_000,
       rssJobs: 1_000,
+      outbox: { manyKeys: 2_000, oneKey: 500, floor: 2_000, reps: 1, limitMs: 10_000 },
     }
   : {
       bulk: 100_000,
@@ -95,8 +97,12 @@ const sizes = args.quick
       bigPending: 200_000,
       bigCompleted: 1_800_000,
       rssJobs: 20_000,
+      outbox: { manyKeys: 20_000, oneKey: 5_000, floor: 20_000, reps: 3, limitMs: 15_000 },
     };
-if (args.reps !== undefined) sizes.reps = args.reps;
+if (args.reps !== undefined) {
+  sizes.reps = args.reps;
+  sizes.outbox.reps = args.reps;
+}
 
 type Cell = string;
 interface Table {
@@ -219,6 +225,8 @@ async function main(): Promise<void> {
     return rate;
   };
 
+  /** Drops what a running scenario created, should a signal stop the run in the middle of it. */
+  const interrupted: Array<() => Promise<void>> = [];
   const scenarios: Record<number, () => Promise<void>> = {
     1: async () => {
       const results = new Map<string, number>();
@@ -545,9 +553,47 @@ async function main(): Promise<void> {
         ratio: ratioLine(rss, false, "peak RSS"),
       });
     },
+
+    9: async () => {
+      const share = (x: number | undefined) => (x === undefined ? "—" : `**${fmt(100 * x)}%**`);
+      const results = await runOutboxBench({
+        databaseUrl,
+        rabbitUrl: process.env.RABBITMQ_URL ?? "amqp://guest:guest@127.0.0.1:5672",
+        natsServers: process.env.NATS_SERVER ?? "127.0.0.1:4222",
+        tag,
+        sizes: sizes.outbox,
+        log,
+        onInterrupt: (drop) => interrupted.push(drop),
+      });
+      interrupted.length = 0;
+      tables.push({
+        title: "9. Outbox relay against the broker floor (peers have no outbox: the comparison is to the floor)",
+        note: `The floor: the broker's own client publishing the same messages with the same confirmation (RabbitMQ publisher confirms of persistent messages to a durable queue, JetStream PubAck from a file stream, a 2xx from a local receiver in the bench process), pipelined: the best of its confirmation windows, ${fmt(sizes.outbox.floor)} messages. The relay: one \`OutboxRelay\` with default options, from a filled outbox (${fmt(sizes.outbox.manyKeys)} events over 100 keys, interleaved; ${fmt(sizes.outbox.oneKey)} on one key) to the last delivered mark, every event checked to be at the destination. Each rep measures the floor and then the relay, moments apart; shares are the median of each rep's ratio to its own floor (rates and floors move together on a shared machine), rates the median rate; ${sizes.outbox.reps} rep(s).`,
+        header: [
+          "Destination",
+          "floor msgs/s",
+          "relay, 100 keys",
+          "share of floor",
+          "relay, 1 key",
+          "share of floor",
+          "note",
+        ],
+        rows: results.map((r) => [
+          r.target,
+          r.floor === undefined ? r.floorNote : `${fmt(r.floor)} (${r.floorNote})`,
+          r.manyKeys === undefined ? "—" : fmt(r.manyKeys),
+          share(r.manyKeysShare),
+          r.oneKey === undefined ? "—" : fmt(r.oneKey),
+          share(r.oneKeyShare),
+          r.note,
+        ]),
+      });
+    },
   };
 
   const cleanup = async () => {
+    // A scenario interrupted by a signal leaves its own resources (scenario 9: a schema, a queue, a stream).
+    for (const drop of interrupted.splice(0)) await drop().catch(() => undefined);
     for (const { adapter } of systems) {
       await adapter.teardown().catch((error) => log(`teardown ${adapter.name}: ${error}`));
       await adapter.close().catch(() => undefined);
@@ -564,7 +610,7 @@ async function main(): Promise<void> {
   try {
     for (const n of args.scenarios) {
       const scenario = scenarios[n];
-      if (!scenario) throw new Error(`no scenario ${n} (1-8)`);
+      if (!scenario) throw new Error(`no scenario ${n} (1-9)`);
       log(`scenario ${n}`);
       await scenario();
       // Written after every scenario, so a failure later keeps what was measured.

@@ -96,6 +96,7 @@ export {
   serveMetrics,
 } from "./ops/metrics.js";
 export {
+  type BatchOutcome,
   Outbox,
   type OutboxEvent,
   OutboxRelay,

@@ -19,6 +19,7 @@ import type { RetryIn } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { JobStore, Settlement } from "../db/jobStore.js";
+import { refused } from "../internal/instance.js";
 import type { Outcome, Running, WorkerStats } from "./types.js";
 import { sleep } from "./wakeup.js";
 
@@ -168,9 +169,8 @@ export class Completer {
   }
 
   private noteStale(sent: readonly string[], accepted: readonly string[]): void {
-    if (accepted.length === sent.length) return;
-    const kept = new Set(accepted);
-    const stale = sent.filter((id) => !kept.has(id));
+    const stale = refused(sent, accepted);
+    if (stale.length === 0) return;
     this.o.stats.staleOutcomes += stale.length;
     this.o.logger.warn(
       { jobs: stale },

@@ -4,13 +4,13 @@
  * (its own, the caller's, or the client's) — failing with PoolTooSmallError
  * before anything starts when a borrowed pool cannot hold what it needs.
  */
-import os from "node:os";
 import type pg from "pg";
 import { type BackoffOptions, defaultBackoff } from "../core/backoff.js";
 import { PoolTooSmallError, SkipqError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { assertInt, assertName, toMs } from "../core/validate.js";
 import { createPool } from "../db/pool.js";
+import { instanceId } from "../internal/instance.js";
 import type { WorkerOptions } from "./types.js";
 
 export interface WorkerSettings {
@@ -45,7 +45,7 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
     );
   }
   return {
-    id: options.workerId ?? workerId(),
+    id: options.workerId ?? instanceId(),
     queues,
     concurrency,
     prefetch,
@@ -65,11 +65,6 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
     outcomeBatchSize: assertInt("outcomeBatchSize", options.outcomeBatchSize ?? 2000, 1, 10_000),
     presenceMs: toMs("presenceInterval", options.presenceInterval ?? "10s", { allowZero: false }),
   };
-}
-
-/** host:pid:random — unique per process and worker, readable in locked_by and the workers table. */
-export function workerId(): string {
-  return `${os.hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
 }
 
 /** Connections a worker keeps for its own statements: claim, outcomes, heartbeat, maintenance. */

@@ -1,6 +1,7 @@
 /**
  * A model-based check of the outbox claim against real PostgreSQL: random
- * sequences of publishes, claims by several relays, partial deliveries,
+ * sequences of publishes, claims by several relays (scanning for heads, or
+ * continuing given keys, with a shared event budget), partial deliveries,
  * failures and crashed relays (expired leases), with the invariants checked
  * after every step.
  */
@@ -12,13 +13,13 @@ import { type TestQueue, testQueue } from "../helpers.js";
 
 type Op =
   | { op: "publish"; key: string }
-  | { op: "claim"; relay: number; keys: number; perKey: number }
+  | { op: "claim"; relay: number; keys: number; perKey: number; budget: number; only: string[] | null }
   | { op: "settle"; claim: number; deliver: number; fail: boolean }
   | { op: "crash"; claim: number };
 
 interface Claim {
-  lease: string;
-  events: Array<{ id: string; key: string }>;
+  /** Each event carries its own lease (leases are drawn per row). */
+  events: Array<{ id: string; key: string; lease: string }>;
   /** Settled, or its relay crashed: no longer a live holder. */
   settled: boolean;
   /** Events a later claim took over after this one's lease expired. */
@@ -32,6 +33,10 @@ const ops: fc.Arbitrary<Op> = fc.oneof(
     relay: fc.integer({ min: 0, max: 2 }),
     keys: fc.integer({ min: 1, max: 3 }),
     perKey: fc.integer({ min: 1, max: 3 }),
+    // The pass's event budget, shared by the keys claimed: small values cut runs short.
+    budget: fc.integer({ min: 1, max: 9 }),
+    // null: the scan for heads (outboxClaim); else a relay continuing these keys (outboxClaimKeys).
+    only: fc.option(fc.uniqueArray(fc.constantFrom("a", "b", "c"), { minLength: 1 })),
   }),
   fc.record({
     op: fc.constant("settle" as const),
@@ -72,9 +77,17 @@ test("whatever relays do, a claim holds a prefix of its key's undelivered events
         if (step.op === "publish") {
           await outbox.publish(t.skipq.pool, "t", step.key, {});
         } else if (step.op === "claim") {
-          const { rows } = await q(sql.outboxClaim, [step.keys, `relay-${step.relay}`, 60_000, step.perKey]);
+          const tail = [`relay-${step.relay}`, 60_000, step.perKey, step.budget];
+          const { rows } =
+            step.only === null
+              ? await q(sql.outboxClaim, [step.keys, ...tail])
+              : await q(sql.outboxClaimKeys, [step.only, ...tail]);
           if (rows.length === 0) continue;
-          const events = rows.map((r) => ({ id: String(r.id), key: String(r.key) }));
+          // In id order, as the relay sorts them: RETURNING follows the plan (heap order on a scan).
+          const events = rows
+            .map((r) => ({ id: String(r.id), key: String(r.key), lease: String(r.lease) }))
+            .sort((x, y) => (BigInt(x.id) < BigInt(y.id) ? -1 : 1));
+          if (step.only !== null) for (const e of events) expect(step.only).toContain(e.key);
           const byKey = new Map<string, string[]>();
           for (const e of events) byKey.set(e.key, [...(byKey.get(e.key) ?? []), e.id]);
           for (const [key, ids] of byKey) {
@@ -82,20 +95,22 @@ test("whatever relays do, a claim holds a prefix of its key's undelivered events
             ids.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
             expect((await undeliveredIds(key)).slice(0, ids.length)).toEqual(ids);
             expect(ids.length).toBeLessThanOrEqual(step.perKey);
+            // The budget is shared evenly by the keys claimed (each still gets its head).
+            expect(ids.length).toBeLessThanOrEqual(Math.max(1, Math.floor(step.budget / byKey.size)));
             // One live holder per key: no other unsettled, uncrashed claim holds an event of this key.
             for (const other of claims) {
               if (!other.settled) expect(other.events.some((e) => e.key === key)).toBe(false);
             }
           }
           for (const other of claims) for (const e of events) other.takenOver.add(e.id);
-          claims.push({ lease: String(rows[0].lease), events, settled: false, takenOver: new Set() });
+          claims.push({ events, settled: false, takenOver: new Set() });
         } else if (claims.length > 0) {
           const claim = claims[step.claim % claims.length] as Claim;
           if (step.op === "crash") {
             // The relay died: its lease expires; its later outcomes must be fenced off.
             await t.db.query(
-              `UPDATE "${t.schema}".outbox SET lease_expires_at = now() - interval '1 ms' WHERE lease = $1`,
-              [claim.lease],
+              `UPDATE "${t.schema}".outbox SET lease_expires_at = now() - interval '1 ms' WHERE lease = ANY ($1::bigint[])`,
+              [claim.events.map((e) => e.lease)],
             );
             claim.settled = true;
             continue;
@@ -114,7 +129,7 @@ test("whatever relays do, a claim holds a prefix of its key's undelivered events
               released.push(...rest.slice(1));
             } else released.push(...rest);
           }
-          const leases = (list: Claim["events"]) => list.map(() => claim.lease);
+          const leases = (list: Claim["events"]) => list.map((e) => e.lease);
           const { rows: done } = await q(sql.outboxDeliveredMany, [delivered.map((e) => e.id), leases(delivered)]);
           const recorded = done.map((r) => String(r.id));
           // Fencing: nothing taken over by a later claim is recorded by this one.

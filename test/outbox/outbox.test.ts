@@ -181,7 +181,13 @@ describe("outbox", () => {
     await outbox.publish(t.skipq.pool, "t", "k", { n: 1 });
     await outbox.publish(t.skipq.pool, "t", "k", { n: 2 });
     const claim = (relay: string, perKey: number) =>
-      t.skipq.pool.query(t.skipq.store.config(outbox.sql.outboxClaim, [10, relay, 60_000, perKey]));
+      t.skipq.store.query<{ id: string; lease: string; event: { n: number } }>(outbox.sql.outboxClaim, [
+        10,
+        relay,
+        60_000,
+        perKey,
+        100,
+      ]);
     const a = (await claim("a", 2)).rows;
     expect(a).toHaveLength(2);
     // A's lease expires; B takes over only the head.
@@ -189,9 +195,10 @@ describe("outbox", () => {
     const b = (await claim("b", 1)).rows;
     expect(b.map((r) => r.event.n)).toEqual([1]);
     // A, late, reports both delivered: event 1 is fenced (B holds it), and event 2 must not overtake it.
-    const { rows } = await t.skipq.pool.query(
-      t.skipq.store.config(outbox.sql.outboxDeliveredMany, [a.map((r) => r.id), a.map((r) => r.lease)]),
-    );
+    const { rows } = await t.skipq.store.query(outbox.sql.outboxDeliveredMany, [
+      a.map((r) => r.id),
+      a.map((r) => r.lease),
+    ]);
     expect(rows).toEqual([]);
     const state = await t.db.query(
       `SELECT event->>'n' AS n, delivered_at IS NOT NULL AS delivered FROM "${t.schema}".outbox ORDER BY id`,

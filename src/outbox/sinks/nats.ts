@@ -1,11 +1,15 @@
 /**
- * NATS JetStream sink: publishes each outbox event to a JetStream subject and
- * resolves on the stream's PubAck. The outbox id is the JetStream message id,
- * so a redelivery inside the stream's duplicate window is dropped by the
- * server. `nats` is an optional peer dependency, loaded on first use.
- * Invariant: no PubAck (timeout, no stream for the subject) rejects, and the relay retries.
+ * NATS JetStream sink: publishes outbox events to JetStream subjects on one
+ * connection and counts one as delivered on the stream's PubAck. A key's run
+ * is published back to back (the server applies one connection's messages in
+ * order) and its PubAcks awaited together (sinks/pipeline.ts). The outbox id
+ * is the JetStream message id, so a redelivery inside the stream's duplicate
+ * window is dropped by the server. `nats` is an optional peer dependency.
+ * Invariant: no PubAck (timeout, no stream for the subject) is a failure, and the relay retries.
  */
+import { assertInt } from "../../core/validate.js";
 import type { OutboxEvent, OutboxSink } from "../outbox.js";
+import { ConfirmWindow, pipelineRun } from "./pipeline.js";
 
 export interface NatsSinkOptions {
   /** Server(s), e.g. "127.0.0.1:4222". */
@@ -20,6 +24,8 @@ export interface NatsSinkOptions {
    * stream, or their ids collide. Default "skipq:".
    */
   messageIdPrefix?: string;
+  /** Most publishes awaiting their PubAck at once, over all keys (pipelined runs). Default 1000. */
+  window?: number;
 }
 
 interface HeadersLike {
@@ -65,19 +71,24 @@ export function natsSink(options: NatsSinkOptions): OutboxSink {
     });
     return opening;
   };
+  const window = new ConfirmWindow(assertInt("window", options.window ?? 1000, 1, 1_000_000));
+  const encoder = new TextEncoder();
+  const publish = (nats: NatsModule, js: JetStreamLike, event: OutboxEvent): Promise<unknown> => {
+    const h = nats.headers();
+    for (const [name, value] of Object.entries(event.headers)) h.set(name, value);
+    h.set("x-skipq-key", event.key);
+    h.set("x-skipq-topic", event.topic);
+    return js.publish(
+      options.subject ? options.subject(event) : event.topic,
+      encoder.encode(JSON.stringify(event.event)),
+      { msgID: `${options.messageIdPrefix ?? "skipq:"}${event.id}`, headers: h },
+    );
+  };
   return {
     name: "nats",
     async deliver(event, signal) {
       const { nats, js } = await open();
-      const h = nats.headers();
-      for (const [name, value] of Object.entries(event.headers)) h.set(name, value);
-      h.set("x-skipq-key", event.key);
-      h.set("x-skipq-topic", event.topic);
-      const ack = js.publish(
-        options.subject ? options.subject(event) : event.topic,
-        new TextEncoder().encode(JSON.stringify(event.event)),
-        { msgID: `${options.messageIdPrefix ?? "skipq:"}${event.id}`, headers: h },
-      );
+      const ack = publish(nats, js, event);
       await new Promise<void>((resolve, reject) => {
         const onAbort = () => reject(new Error(`nats did not acknowledge outbox event ${event.id} in time`));
         if (signal.aborted) return onAbort();
@@ -91,6 +102,20 @@ export function natsSink(options: NatsSinkOptions): OutboxSink {
             signal.removeEventListener("abort", onAbort);
             reject(error);
           },
+        );
+      });
+    },
+    async deliverBatch(events, signal) {
+      let opened: { nats: NatsModule; js: JetStreamLike };
+      try {
+        opened = await open();
+      } catch (error) {
+        return { confirmed: 0, error };
+      }
+      return pipelineRun("nats", events, signal, window, (event, done) => {
+        publish(opened.nats, opened.js, event).then(
+          () => done(),
+          (error) => done(error ?? new Error(`nats refused outbox event ${event.id}`)),
         );
       });
     },
