@@ -68,12 +68,11 @@ test("no claim returns more rows than its limit", async () => {
   expect(new Set(claimed).size).toBe(400);
 });
 
-test("each claim gets a distinct lease token", async () => {
+test("each claimed job gets its own lease token, drawn afresh by every claim", async () => {
   await t.skipq.enqueueMany(Array.from({ length: 4 }, () => ({ job: "lease", payload: {}, queue: "lease" })));
   const a = await claim(t.db, "lease", 2);
   const b = await claim(t.db, "lease", 2);
-  expect(new Set(a.map((r) => r.lease)).size).toBe(1); // one claim, one transaction
-  expect(a[0]?.lease).not.toBe(b[0]?.lease);
+  expect(new Set([...a, ...b].map((r) => String(r.lease))).size).toBe(4);
 });
 
 test("higher priority is claimed first, then earlier run_at, then lower id", async () => {
@@ -83,6 +82,22 @@ test("higher priority is claimed first, then earlier run_at, then lower id", asy
   const order = [];
   for (let i = 0; i < 3; i++) order.push((await claim(t.db, "prio", 1))[0]?.id);
   expect(order).toEqual([high.id, low.id, low2.id]);
+});
+
+test("across more priority levels than the claim walks one by one, claims follow priority, run_at, id, and skip future jobs", async () => {
+  const jobs = `"${t.schema}".jobs`;
+  // 60 levels (the claim visits 32 singly, then scans the rest): at each, two due jobs and one due tomorrow.
+  await t.db.query(`INSERT INTO ${jobs} (queue, kind, priority, run_at)
+                    SELECT 'levels', 'l', (i % 60) - 30,
+                           CASE WHEN i % 3 = 0 THEN now() + interval '1 day' ELSE now() - (i % 7) * interval '1 second' END
+                      FROM generate_series(1, 180) i`);
+  const { rows: expected } = await t.db.query(
+    `SELECT id::text FROM ${jobs} WHERE queue = 'levels' AND run_at <= now() ORDER BY priority DESC, run_at, id`,
+  );
+  const order: string[] = [];
+  for (const limit of [1, 7, 50, 100]) order.push(...(await claim(t.db, "levels", limit)).map((r) => String(r.id)));
+  expect(order).toEqual(expected.map((r) => r.id));
+  expect(await claim(t.db, "levels", 10)).toEqual([]);
 });
 
 test("a job scheduled in the future is not claimed until the database clock reaches run_at", async () => {

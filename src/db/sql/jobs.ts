@@ -7,8 +7,9 @@
  * - a claim is one statement, from the jobs table alone, committed before any
  *   handler runs, and reads only the queues it was asked for (one ordered
  *   index scan per queue, each stopping after LIMIT rows);
- * - every transition after a claim matches `lease` (the claiming transaction's
- *   id), so a worker whose lease expired cannot overwrite a newer holder's outcome;
+ * - every transition after a claim matches `lease` (a random token drawn per
+ *   job and claim), so a worker whose lease expired cannot overwrite a newer
+ *   holder's outcome;
  * - a job that finishes leaves the jobs table in the same fenced statement that
  *   finishes it, for job_history (completed history can be switched off);
  * - all time arithmetic uses the database's now(), never a worker's clock.
@@ -27,13 +28,29 @@ export function claimableQueues(schema: string, queues: string): string {
 }
 
 /**
+ * How many priority levels of one queue a claim visits one by one before it
+ * reads the rest in a single ordered scan (see `perQueue`).
+ */
+export const LEVEL_WALK = 32;
+
+/**
  * Up to `limit` runnable jobs of each queue in `queues` (an SQL text[]), each
- * queue read by its own ordered scan of jobs_pending_claim (queue, priority
- * DESC, run_at, id) that stops after `limit` rows, then merged in claim order
- * and cut to `limit`. Strict priority across the queues asked for; a backlog in
- * a queue not asked for is never read. With `lock`, rows are locked SKIP LOCKED
- * as each scan reads them (the few read beyond the final cut stay locked only
- * until the claim commits). `where` adds conditions on `j` (aging).
+ * queue read through jobs_pending_claim (queue, priority DESC, run_at, id)
+ * by scans that stop after `limit` rows, then merged in claim order and cut to
+ * `limit`. Strict priority across the queues asked for; a backlog in a queue
+ * not asked for is never read. With `lock`, rows are locked SKIP LOCKED as
+ * each scan reads them (the few read beyond the final cut stay locked only
+ * until the claim commits). `where` adds conditions on `j` (aging, keys).
+ *
+ * The priority order walks a queue's priority levels, highest first, each
+ * found by one index descent, and scans each level with `priority = level`.
+ * With the priority fixed, `run_at <= now()` bounds the scan, so it stops at
+ * the level's first future job. One scan over `priority DESC, run_at` could
+ * not stop there: it stepped over every scheduled job of the queue, 40-90 ms
+ * per claim with 1,000,000 jobs due tomorrow and none due now, against
+ * 0.2-0.3 ms this way (docs/performance.md, "Scheduled jobs and the claim").
+ * After LEVEL_WALK levels the rest of the queue is read by that one scan, so
+ * a queue using thousands of distinct priorities costs no more than before.
  */
 export function perQueue(
   jobs: string,
@@ -41,17 +58,40 @@ export function perQueue(
   limit: string,
   o: { order: "priority" | "age"; where?: string; lock: boolean; columns?: string },
 ): string {
-  const order = o.order === "priority" ? "j.priority DESC, j.run_at, j.id" : "j.run_at, j.id";
-  // Only the age-ordered scans state attempts >= 0: it is jobs_pending_age's predicate (see migration 0008).
-  const where = [o.order === "age" ? "j.attempts >= 0" : "", o.where ?? ""].filter(Boolean).join(" AND ");
-  const outer = o.order === "priority" ? "c.priority DESC, c.run_at, c.id" : "c.run_at, c.id";
+  const columns = o.columns ?? "j.id, j.priority, j.run_at";
+  const lock = o.lock ? "\n             FOR UPDATE SKIP LOCKED" : "";
+  const scan = (bound: string, order: string, where?: string) =>
+    `SELECT ${columns} FROM ${jobs} j
+             WHERE j.queue = q.name AND j.status = 'pending' AND ${bound} AND j.run_at <= now()${where ? ` AND ${where}` : ""}
+             ORDER BY ${order}
+             LIMIT ${limit}${lock}`;
+  if (o.order === "age") {
+    // jobs_pending_age (queue, run_at, id): the run_at bound already stops the scan. Only these scans
+    // state attempts >= 0: it is that index's predicate (see migration 0008).
+    return `SELECT c.* FROM unnest(${queues}) AS q(name)
+          CROSS JOIN LATERAL (${scan("j.attempts >= 0", "j.run_at, j.id", o.where)}) c
+          ORDER BY c.run_at, c.id
+          LIMIT ${limit}`;
+  }
+  const below = (level: string) =>
+    `(SELECT j.priority FROM ${jobs} j
+               WHERE j.queue = q.name AND j.status = 'pending'${level ? ` AND j.priority < ${level}` : ""}
+               ORDER BY j.priority DESC LIMIT 1)`;
   return `SELECT c.* FROM unnest(${queues}) AS q(name)
           CROSS JOIN LATERAL (
-            SELECT ${o.columns ?? "j.id, j.priority, j.run_at"} FROM ${jobs} j
-             WHERE j.queue = q.name AND j.status = 'pending' AND j.run_at <= now()${where ? ` AND ${where}` : ""}
-             ORDER BY ${order}
-             LIMIT ${limit}${o.lock ? "\n             FOR UPDATE SKIP LOCKED" : ""}) c
-          ORDER BY ${outer}
+            WITH RECURSIVE levels(priority, depth) AS (
+              SELECT ${below("")}, 1
+              UNION ALL
+              SELECT ${below("l.priority")}, l.depth + 1
+                FROM levels l WHERE l.priority IS NOT NULL AND l.depth < ${LEVEL_WALK})
+            (SELECT s.* FROM levels l
+              CROSS JOIN LATERAL (${scan("j.priority = l.priority", "j.run_at, j.id", o.where)}) s)
+            UNION ALL
+            (SELECT s.* FROM levels l
+              CROSS JOIN LATERAL (${scan("j.priority < l.priority", "j.priority DESC, j.run_at, j.id", o.where)}) s
+              WHERE l.depth = ${LEVEL_WALK})
+            LIMIT ${limit}) c
+          ORDER BY c.priority DESC, c.run_at, c.id
           LIMIT ${limit}`;
 }
 
