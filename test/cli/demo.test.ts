@@ -38,6 +38,7 @@ test("demo on a configured database finishes every sample job in its own schema,
   expect(result.code, result.stderr + result.stdout).toBe(0);
   expect(result.stdout).toContain(`in schema "${demoSchema}" only`);
   expect(result.stdout).toMatch(/pickup latency p50 \/ p99\s+│ [\d,.]+ m?s \/ [\d,.]+ m?s/);
+  expect(result.stdout).toMatch(/the enqueue call itself p50 \/ p99\s+│ [\d,.]+ m?s \/ [\d,.]+ m?s/);
   expect(result.stdout).toContain("What to try next");
   const expected = sampleJobs(300);
   const probes = 20;

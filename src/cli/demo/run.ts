@@ -101,6 +101,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     }
     const backlogWait: number[] = [];
     const probeLatency: number[] = [];
+    const probeEnqueue: number[] = [];
     const probes = Math.min(200, Math.max(20, Math.round(options.jobs / 100)));
     let probesDone = 0;
     let probesFinished: () => void = () => undefined;
@@ -179,7 +180,9 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     say();
     say(`The backlog is done. Now ${probes} jobs one at a time onto the idle worker, to measure pickup latency…`);
     for (let i = 0; i < probes; i++) {
+      const sent = performance.now();
       await skipq.enqueue("send-email", { simulate: "ok", ms: 1, to: `probe${i}@example.com`, probe: true });
+      probeEnqueue.push(performance.now() - sent);
       await sleep(10);
     }
     await probed;
@@ -194,6 +197,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       failedAttempts,
       backlogWait: backlogWait.sort((a, b) => a - b),
       probeLatency: probeLatency.sort((a, b) => a - b),
+      probeEnqueue: probeEnqueue.sort((a, b) => a - b),
       sampleJobs: options.jobs,
       sampleDone: done(),
       expectedDead: sample.expectedDead,
