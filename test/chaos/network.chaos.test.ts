@@ -54,9 +54,12 @@ describe("network faults", () => {
     // RETURNING j.id, …, j.lease (8th column): the jobs the worker never heard it claimed.
     const stranded = swallowed.rows.map((row) => ({ id: row[0] as string, lease: row[7] as string }));
     expect(stranded.length).toBe(5);
+    // Each claimed row carries its own lease token.
     const { rows } = await q.db.query(
-      `SELECT count(*)::int AS n FROM "${q.schema}".jobs WHERE status = 'running' AND id = ANY($1::bigint[]) AND lease = $2`,
-      [stranded.map((s) => s.id), stranded[0]?.lease],
+      `SELECT count(*)::int AS n FROM "${q.schema}".jobs j
+         JOIN unnest($1::bigint[], $2::bigint[]) AS s(id, lease) ON s.id = j.id AND s.lease = j.lease
+        WHERE j.status = 'running'`,
+      [stranded.map((s) => s.id), stranded.map((s) => s.lease)],
     );
     expect(rows[0].n).toBe(5); // committed in the database
     await until("every job terminal", async () => (await terminalCount(q)) === 20);
