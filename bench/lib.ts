@@ -41,6 +41,8 @@ export interface SystemAdapter {
   /** Deletes every job (between repetitions). */
   reset(): Promise<void>;
   enqueueBulk(payloads: object[]): Promise<void>;
+  /** A second bulk path without ids back (skipq's `{ returning: false }` COPY), shown as its own row. */
+  enqueueBulkFast?: { label: string; run(payloads: object[]): Promise<void> };
   /**
    * Brings the planner's statistics up to date after a bulk enqueue (VACUUM ANALYZE), as autovacuum
    * would in a queue that has been running. Without it a fresh table's claim plan can be far off:

@@ -5,6 +5,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { z } from "zod";
+import { NAME_PATTERN } from "../../src/core/validate.js";
 import {
   defineJob,
   PayloadInvalidError,
@@ -319,6 +320,25 @@ test("the database refuses a kind outside the allowlist even from plain SQL", as
   await expect(t.db.query(`INSERT INTO "${t.schema}".jobs (kind) VALUES ('bad kind')`)).rejects.toMatchObject({
     code: "23514",
   });
+});
+
+test("the database's name rules match the client's: 1 to 128 characters, first a letter or digit", async () => {
+  const s = `"${t.schema}"`;
+  const inserts = {
+    kind: (name: string) => t.db.query(`INSERT INTO ${s}.jobs (kind) VALUES ($1)`, [name]),
+    queue: (name: string) => t.db.query(`INSERT INTO ${s}.jobs (kind, queue) VALUES ('k', $1)`, [name]),
+    topic: (name: string) => t.db.query(`INSERT INTO ${s}.outbox (topic, key, event) VALUES ($1, 'k', '{}')`, [name]),
+    "queue setting": (name: string) => t.db.query(`INSERT INTO ${s}.queues (name) VALUES ($1)`, [name]),
+  };
+  const longest = `a${"b".repeat(127)}`;
+  for (const [what, insert] of Object.entries(inserts)) {
+    await expect(insert(longest), what).resolves.toBeDefined();
+    for (const bad of [`${longest}c`, "", "-lead", "sp ace", "ünï"]) {
+      await expect(insert(bad), `${what} ${JSON.stringify(bad)}`).rejects.toMatchObject({ code: "23514" });
+    }
+  }
+  for (const name of [longest, "a.b:c-d_e", "9"]) expect(NAME_PATTERN.test(name)).toBe(true);
+  for (const name of [`${longest}c`, "", "-lead", "sp ace", "ünï"]) expect(NAME_PATTERN.test(name)).toBe(false);
 });
 
 test("every enqueue path stores the concurrency key: single, shared singles, bulk with and without idempotency keys, transactional", async () => {
