@@ -30,6 +30,8 @@ export interface StartOptions {
   single?: boolean;
   /** Claims of at most this many jobs and no claiming ahead (the floor's batch size); skipq only. */
   batch?: number;
+  /** No retention from this worker's maintenance (the retention scenario drops history itself). */
+  noRetention?: boolean;
 }
 
 export interface SystemAdapter {
@@ -53,6 +55,15 @@ export interface SystemAdapter {
   startWorker(options: StartOptions): Promise<WorkerHandle>;
   /** Fills the table like the seeds' big one: `completed` terminal rows and `pending` runnable ones. Absent: n/a. */
   seedBig?(pending: number, completed: number): Promise<string>;
+  /** Adds `n` pending jobs that no worker of the bench reads (another queue or task); resolves to what was seeded. */
+  seedIdle?(n: number): Promise<string>;
+  /**
+   * Adds `rows` finished jobs to history: finished within the last hour, or with `daysAgo`, spread over
+   * that UTC day, in a partition of its own. Only systems that keep history as a table of their own.
+   */
+  seedHistory?(rows: number, options?: { daysAgo?: number }): Promise<string>;
+  /** Retention: drops finished jobs older than `olderThanMs`; resolves to how many went. */
+  dropHistory?(olderThanMs: number): Promise<number>;
   /** Drops its schema or queue. */
   teardown(): Promise<void>;
   /** Closes connections (without dropping anything). */

@@ -37,7 +37,7 @@ function parseArgs(argv: string[]): Args {
   const args: Args = {
     quick: false,
     systems: Object.keys(adapters),
-    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9],
+    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
     out: path.join(here, "RESULTS.md"),
     keep: false,
   };
@@ -83,6 +83,9 @@ const sizes = args.quick
       bigPending: 2_000,
       bigCompleted: 18_000,
       rssJobs: 1_000,
+      idle: 20_000,
+      history: 50_000,
+      retention: 20_000,
       outbox: { manyKeys: 2_000, oneKey: 500, floor: 2_000, reps: 1, limitMs: 10_000 },
     }
   : {
@@ -97,6 +100,9 @@ const sizes = args.quick
       bigPending: 200_000,
       bigCompleted: 1_800_000,
       rssJobs: 20_000,
+      idle: 1_000_000,
+      history: 5_000_000,
+      retention: 1_000_000,
       outbox: { manyKeys: 20_000, oneKey: 5_000, floor: 20_000, reps: 3, limitMs: 15_000 },
     };
 if (args.reps !== undefined) {
@@ -224,6 +230,35 @@ async function main(): Promise<void> {
     log(`skipq drain c${concurrency}${batch ? ` claims of ${batch}` : ""} for the floor: ${fmt(rate)} jobs/s`);
     return rate;
   };
+
+  /**
+   * One-job claims by a worker at concurrency 1: each claim's round trip and the moment it returned
+   * (performance.now()), the first 10 dropped (they prepare statements and warm caches); at most 15 s.
+   * With `during`: once `sizes.claimSamples` are in, runs it, then samples as many again.
+   */
+  const sampleClaims = async (
+    adapter: SystemAdapter,
+    options: { during?: () => Promise<void>; noRetention?: boolean } = {},
+  ): Promise<Array<{ at: number; ms: number }>> => {
+    const samples: Array<{ at: number; ms: number }> = [];
+    const worker = await adapter.startWorker({
+      concurrency: 1,
+      single: true,
+      noRetention: options.noRetention,
+      onJob: () => undefined,
+      onClaim: (t) => samples.push({ at: performance.now(), ms: t }),
+    });
+    await waitFor(() => samples.length >= sizes.claimSamples + 10, Date.now() + 15_000);
+    if (options.during) {
+      await options.during();
+      const after = samples.length;
+      await waitFor(() => samples.length >= after + sizes.claimSamples, Date.now() + 15_000);
+    }
+    await worker.stop();
+    return samples.slice(10);
+  };
+  const p = (values: number[], q: number) => (values.length ? ms(percentile(values, q)) : "—");
+  const hotJobs = () => Array.from({ length: Math.max(2_000, sizes.claimSamples * 3) }, (_, i) => ({ i }));
 
   /** Drops what a running scenario created, should a signal stop the run in the middle of it. */
   const interrupted: Array<() => Promise<void>> = [];
@@ -434,18 +469,7 @@ async function main(): Promise<void> {
           rows.push([adapter.name, "n/a (not PostgreSQL)", "", "", "", "", ""]);
           continue;
         }
-        const measure = async (): Promise<number[]> => {
-          const samples: number[] = [];
-          const worker = await adapter.startWorker({
-            concurrency: 1,
-            single: true,
-            onJob: () => undefined,
-            onClaim: (t) => samples.push(t),
-          });
-          await waitFor(() => samples.length >= sizes.claimSamples + 10, Date.now() + 15_000);
-          await worker.stop();
-          return samples.slice(10); // the first claims prepare statements and warm caches
-        };
+        const measure = async () => (await sampleClaims(adapter)).map((s) => s.ms);
         await adapter.reset();
         await adapter.enqueueBulk(Array.from({ length: Math.max(2_000, sizes.claimSamples * 2) }, (_, i) => ({ i })));
         await adapter.analyze();
@@ -602,6 +626,164 @@ async function main(): Promise<void> {
     },
   };
 
+  scenarios[10] = async () => {
+    const rows: Cell[][] = [];
+    const loadedP95 = new Map<string, number>();
+    for (const { adapter, unavailable } of systems) {
+      if (unavailable || !adapter.seedIdle) {
+        rows.push([adapter.name, unavailable ?? "n/a (not PostgreSQL)", "", "", "", ""]);
+        continue;
+      }
+      await adapter.reset();
+      await adapter.enqueueBulk(hotJobs());
+      await adapter.analyze();
+      const empty = (await sampleClaims(adapter)).map((x) => x.ms);
+      await adapter.reset();
+      const seedStart = performance.now();
+      const seeded = await adapter.seedIdle(sizes.idle);
+      log(`seeded ${adapter.name}: ${seeded} in ${fmt((performance.now() - seedStart) / 1000, 1)} s`);
+      await adapter.enqueueBulk(hotJobs());
+      await adapter.analyze();
+      const loaded = (await sampleClaims(adapter)).map((x) => x.ms);
+      await adapter.reset();
+      const ratio = percentile(loaded, 95) / percentile(empty, 95);
+      loadedP95.set(adapter.name, percentile(loaded, 95));
+      rows.push([
+        adapter.name,
+        `${p(empty, 50)} / ${p(empty, 95)}`,
+        `${p(loaded, 50)} / ${p(loaded, 95)}`,
+        Number.isFinite(ratio) ? `${ratio.toFixed(2)}×` : "—",
+        seeded,
+        `${empty.length} / ${loaded.length}`,
+      ]);
+      log(`multi-queue ${adapter.name}: p95 ${p(empty, 95)} → ${p(loaded, 95)} ms`);
+    }
+    tables.push({
+      title: `10. Claims of one queue beside ${fmt(sizes.idle)} pending jobs in a queue no worker reads`,
+      note: "One-job claims of the served queue (worker at concurrency 1, first 10 dropped), first with nothing else in the table, then with the backlog parked in another queue (graphile-worker has no queue filter for workers: its analogue is a task no worker runs). Target: skipq within 1.2× of its empty figure.",
+      header: [
+        "System",
+        "empty p50 / p95 ms",
+        "with the backlog p50 / p95 ms",
+        "backlog/empty p95",
+        "parked",
+        "samples",
+      ],
+      rows,
+      ratio: ratioLine(loadedP95, false, "p95 with the backlog"),
+    });
+  };
+
+  scenarios[11] = async () => {
+    const rows: Cell[][] = [];
+    for (const { adapter, unavailable } of systems) {
+      if (unavailable || !adapter.seedHistory) {
+        const why = adapter.name.startsWith("graphile")
+          ? "n/a: deletes finished jobs (no history)"
+          : adapter.name === "pg-boss"
+            ? "n/a here: keeps finished jobs in its job table (scenario 6)"
+            : "n/a (not PostgreSQL)";
+        rows.push([adapter.name, unavailable ?? why, "", "", "", ""]);
+        continue;
+      }
+      const measure = async (history: number) => {
+        await adapter.reset();
+        if (history > 0) {
+          const seedStart = performance.now();
+          const seeded = await adapter.seedHistory?.(history);
+          log(`seeded ${adapter.name}: ${seeded} in ${fmt((performance.now() - seedStart) / 1000, 1)} s`);
+        }
+        await adapter.enqueueBulk(hotJobs());
+        await adapter.analyze();
+        const claims = (await sampleClaims(adapter)).map((x) => x.ms);
+        const rates: number[] = [];
+        for (let rep = 0; rep < sizes.reps; rep++) {
+          await adapter.enqueueBulk(drainPayloads);
+          await adapter.analyze();
+          const { handled, ms: took } = await inProcessDrain(adapter, 10)();
+          rates.push(handled / (took / 1000));
+        }
+        return { claims, rate: median(rates), rates };
+      };
+      const none = await measure(0);
+      const full = await measure(sizes.history);
+      await adapter.reset();
+      const row = (label: string, r: typeof none, base?: typeof none) => [
+        `${adapter.name}, ${label}`,
+        `${fmt(r.rate)} (${r.rates.map((x) => fmt(x)).join(", ")})`,
+        base ? `${(r.rate / base.rate).toFixed(2)}×` : "",
+        `${p(r.claims, 50)} / ${p(r.claims, 95)}`,
+        base ? `${(percentile(r.claims, 95) / percentile(base.claims, 95)).toFixed(2)}×` : "",
+        String(r.claims.length),
+      ];
+      rows.push(row("no history", none), row(`${fmt(sizes.history)} history rows`, full, none));
+      log(
+        `history ${adapter.name}: drain ${fmt(none.rate)} → ${fmt(full.rate)}, claim p95 ${p(none.claims, 95)} → ${p(full.claims, 95)}`,
+      );
+    }
+    tables.push({
+      title: `11. History growth: drain and claims with ${fmt(sizes.history)} finished jobs kept versus none`,
+      note: `Drain of ${fmt(sizes.drain)} jobs, one process, concurrency 10, median of ${sizes.reps}; one-job claim round trips as in scenario 6. History rows finished within the last hour (retention keeps them). Target: within 1.1×.`,
+      header: ["System", "drain jobs/s", "vs none", "claim p50 / p95 ms", "p95 vs none", "claim samples"],
+      rows,
+    });
+  };
+
+  scenarios[12] = async () => {
+    const rows: Cell[][] = [];
+    for (const { adapter, unavailable } of systems) {
+      if (unavailable || !adapter.seedHistory || !adapter.dropHistory) {
+        rows.push([adapter.name, unavailable ?? "n/a: no dated history to drop", "", "", "", ""]);
+        continue;
+      }
+      await adapter.reset();
+      const seedStart = performance.now();
+      const seeded = await adapter.seedHistory(sizes.retention, { daysAgo: 3 });
+      log(`seeded ${adapter.name}: ${seeded} in ${fmt((performance.now() - seedStart) / 1000, 1)} s`);
+      await adapter.enqueueBulk(hotJobs());
+      await adapter.analyze();
+      let window: [number, number] = [0, 0];
+      let dropped = 0;
+      const samples = await sampleClaims(adapter, {
+        noRetention: true,
+        during: async () => {
+          const t0 = performance.now();
+          dropped = await (adapter.dropHistory as (olderThanMs: number) => Promise<number>)(2 * 86_400_000);
+          window = [t0, performance.now()];
+        },
+      });
+      await adapter.reset();
+      const before = samples.filter((x) => x.at < window[0]).map((x) => x.ms);
+      // A claim overlaps the drop when it returned after the drop began and started before it ended.
+      const during = samples.filter((x) => x.at >= window[0] && x.at - x.ms <= window[1]).map((x) => x.ms);
+      const after = samples.filter((x) => x.at - x.ms > window[1]).map((x) => x.ms);
+      rows.push([
+        adapter.name,
+        `${fmt(dropped)} rows in ${ms(window[1] - window[0])} ms`,
+        `${p(before, 50)} / ${p(before, 99)}`,
+        during.length
+          ? `${p(during, 50)} / ${ms(Math.max(...during))} (${during.length} claims)`
+          : "no claim overlapped",
+        `${p(after, 50)} / ${p(after, 99)}`,
+        `${before.length} / ${during.length} / ${after.length}`,
+      ]);
+      log(`retention ${adapter.name}: dropped ${dropped} in ${ms(window[1] - window[0])} ms`);
+    }
+    tables.push({
+      title: `12. Retention: dropping a day of ${fmt(sizes.retention)} finished jobs while a worker claims`,
+      note: "A worker at concurrency 1 (its own retention off) claims one job at a time; after its first claims, retention drops the day's history (`Admin.prune`: a DROP of the day's partition). Claim round trips before, overlapping, and after the drop. Target: claims unaffected (within 1.2×).",
+      header: [
+        "System",
+        "drop",
+        "claims before p50 / p99 ms",
+        "claims during p50 / max ms",
+        "claims after p50 / p99 ms",
+        "samples",
+      ],
+      rows,
+    });
+  };
+
   const cleanup = async () => {
     // A scenario interrupted by a signal leaves its own resources (scenario 9: a schema, a queue, a stream).
     for (const drop of interrupted.splice(0)) await drop().catch(() => undefined);
@@ -621,7 +803,7 @@ async function main(): Promise<void> {
   try {
     for (const n of args.scenarios) {
       const scenario = scenarios[n];
-      if (!scenario) throw new Error(`no scenario ${n} (1-9)`);
+      if (!scenario) throw new Error(`no scenario ${n} (1-12)`);
       log(`scenario ${n}`);
       await scenario();
       // Written after every scenario, so a failure later keeps what was measured.

@@ -83,6 +83,18 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       await this.analyze();
       return `${pending} pending rows (completed jobs are deleted, so no terminal rows)`;
     },
+    async seedIdle(n) {
+      // Jobs of tasks this bench's workers do not run: graphile-worker's analogue of a queue nobody serves.
+      const chunk = 50_000;
+      for (let done = 0; done < n; done += chunk) {
+        const size = Math.min(chunk, n - done);
+        await (await getUtils()).addJobs(Array.from({ length: size }, () => ({ identifier: "idle", payload: {} })));
+      }
+      await (await getUtils()).addJobs(
+        Array.from({ length: 18 * 100 }, (_, i) => ({ identifier: `other-${i % 18}`, payload: {} })),
+      );
+      return `${n} pending of task "idle" + 1,800 of 18 other tasks (no worker runs them)`;
+    },
     async teardown() {
       await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     },

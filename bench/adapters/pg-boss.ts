@@ -93,6 +93,19 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       await this.analyze();
       return `${completed} completed + ${pending} pending rows`;
     },
+    async seedIdle(n) {
+      const b = await producer();
+      const queues = ["idle", ...Array.from({ length: 18 }, (_, i) => `other-${i}`)];
+      for (const q of queues) if (!(await b.getQueue(q))) await b.createQueue(q);
+      await admin.query(
+        `INSERT INTO "${schema}".job (name, data) SELECT 'idle', '{}' FROM generate_series(1, $1::int)`,
+        [n],
+      );
+      await admin.query(
+        `INSERT INTO "${schema}".job (name, data) SELECT 'other-' || (g % 18), '{}' FROM generate_series(1, 1800) g`,
+      );
+      return `${n} pending in queue "idle" + 1,800 in 18 other queues`;
+    },
     async teardown() {
       if (started) await boss.stop({ graceful: false, wait: true, close: true });
       started = false;

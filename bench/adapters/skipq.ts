@@ -5,7 +5,7 @@
  * (the seeds' shape: finished rows, in job_history, and runnable ones).
  */
 import pg from "pg";
-import { Skipq, silentLogger } from "skipq";
+import { Admin, Skipq, silentLogger } from "skipq";
 import { type AdapterFactory, type SystemAdapter, timedPool } from "../lib.js";
 
 export const create: AdapterFactory = (env, tag): SystemAdapter => {
@@ -42,13 +42,14 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
     async enqueueOne(payload) {
       await skipq.enqueue("noop", payload);
     },
-    async startWorker({ concurrency, onJob, onClaim, single, batch }) {
+    async startWorker({ concurrency, onJob, onClaim, single, batch, noRetention }) {
       const pool = onClaim ? timedPool(env.databaseUrl, 4 + concurrency, /SKIP LOCKED/, onClaim) : undefined;
       const worker = skipq.worker({
         concurrency,
         ...(single ? { batchSize: 1, prefetch: 0 } : {}),
         ...(batch ? { batchSize: batch, prefetch: 0 } : {}),
         ...(pool ? { pool } : {}),
+        ...(noRetention ? { maintenance: { retention: false as const } } : {}),
       });
       worker.register("noop", (payload) => {
         onJob(payload as { t?: number; i?: number });
@@ -77,6 +78,43 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       );
       await this.analyze();
       return `${completed} completed + ${pending} pending rows`;
+    },
+    async seedIdle(n) {
+      // A bulk import parked in a queue nobody serves, beside 18 small queues also unserved.
+      await admin.query(
+        `INSERT INTO "${schema}".jobs (queue, kind, payload)
+         SELECT CASE WHEN g <= $1::int THEN 'idle' ELSE 'other-' || (g % 18) END, 'noop', '{}'
+           FROM generate_series(1, $1::int + 18 * 100) g`,
+        [n],
+      );
+      return `${n} pending in "idle" + 1,800 in 18 other queues`;
+    },
+    async seedHistory(rows, { daysAgo } = {}) {
+      // Rows in finish-time order, as a drain writes them: the last hour, or one whole UTC day in its own partition.
+      let from = "now() - interval '1 hour'";
+      let span = "interval '1 hour'";
+      if (daysAgo !== undefined) {
+        from = `date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - ${Number(daysAgo)} * interval '1 day'`;
+        span = "interval '1 day'";
+        await admin.query(
+          `SELECT "${schema}".skipq_history_partition('job_history_completed', d, d + interval '1 day') FROM (SELECT ${from} AS d) x`,
+        );
+      }
+      await admin.query(
+        `INSERT INTO "${schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts,
+                                             run_at, created_at, finished_at)
+         SELECT nextval(pg_get_serial_sequence('"${schema}".jobs', 'id')), 'default', 'noop', '{"i":1}', 'completed',
+                0, 1, 10, t, t, t
+           FROM (SELECT ${from} + (g::float8 / $1::int) * ${span} AS t FROM generate_series(0, $1::int - 1) g) x`,
+        [rows],
+      );
+      await admin.query(`ANALYZE "${schema}".job_history`);
+      return daysAgo === undefined
+        ? `${rows} completed rows`
+        : `${rows} completed rows in the partition of one UTC day`;
+    },
+    async dropHistory(olderThanMs) {
+      return new Admin(skipq).prune(olderThanMs, ["completed"]);
     },
     async teardown() {
       await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
