@@ -29,6 +29,7 @@ export interface WorkerSettings {
   backoff: BackoffOptions;
   outcomeBatchSize: number;
   presenceMs: number;
+  maxResultBytes: number;
 }
 
 export function workerSettings(options: WorkerOptions): WorkerSettings {
@@ -64,6 +65,7 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
     backoff: { ...defaultBackoff, ...options.backoff },
     outcomeBatchSize: assertInt("outcomeBatchSize", options.outcomeBatchSize ?? 2000, 1, 10_000),
     presenceMs: toMs("presenceInterval", options.presenceInterval ?? "10s", { allowZero: false }),
+    maxResultBytes: assertInt("maxResultBytes", options.maxResultBytes ?? 64 * 1024, 2, 64 * 1024 * 1024),
   };
 }
 

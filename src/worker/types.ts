@@ -54,6 +54,10 @@ export interface JobContext<P = unknown> {
   pauseKey(until: Date | Duration, key?: string | null): Promise<Date>;
 }
 
+/**
+ * A job's handler. What it resolves with (anything but `undefined`) is stored as the job's result
+ * (docs/jobs.md, "Results"): plain JSON, at most the worker's `maxResultBytes`.
+ */
 export type Handler<P = unknown> = (payload: P, ctx: JobContext<P>) => unknown | Promise<unknown>;
 
 export interface WorkerOptions {
@@ -113,6 +117,12 @@ export interface WorkerOptions {
   workerId?: string;
   /** Most outcomes recorded per statement. Default 2000. */
   outcomeBatchSize?: number;
+  /**
+   * Largest result a handler may return, encoded as JSON, in bytes (docs/jobs.md, "Results"). A larger
+   * one, or one JSON cannot store unchanged, fails the attempt with ResultTooLargeError or
+   * ResultNotJsonError. Default 65536 (64 KiB).
+   */
+  maxResultBytes?: number;
   /** Record this worker's id, queues and kinds in the workers table (for health checks), off the claim path. Default true. */
   presence?: boolean;
   /** Time between presence upserts; a worker not seen for three intervals counts as gone. Default "10s". */

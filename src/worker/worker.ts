@@ -19,6 +19,7 @@ import { childLogger, type Logger } from "../core/logger.js";
 import { defaultErrorRedactor } from "../core/secrets.js";
 import { assertKey, assertName, type Duration } from "../core/validate.js";
 import { isUnavailable } from "../db/connectionErrors.js";
+import { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { JobStore } from "../db/jobStore.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import type { Store } from "../db/store.js";
@@ -117,6 +118,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     });
     this.completer = new Completer({
       jobs,
+      features: new JobFeatureStore(this.store),
       logger: this.logger,
       stats: this.stats,
       backoff: s.backoff,
@@ -148,7 +150,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       hooks: options.hooks,
       heartbeat: (running) => this.leases.heartbeatOne(running),
       pauseKey: (job, until, key) => this.pauseKey(job, until, key),
-      record: (running, outcome, error) => this.completer.record(running, outcome, error),
+      maxResultBytes: s.maxResultBytes,
+      record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),
       onStart: (job) => this.emit("jobStart", job),
       onEnd: (job, outcome, durationMs, error) => {
         this.fetcher.noteHandlerMs(durationMs);
