@@ -144,6 +144,33 @@ export function encodeResult(value: unknown, maxBytes: number): string {
   return text;
 }
 
+/** Largest encoded progress object, in bytes: progress is a status line, not a result. */
+export const MAX_PROGRESS_BYTES = 1024;
+
+/**
+ * Encodes a `ctx.progress()` value: a finite number from 0 to 100 (a percentage), or a plain JSON object of
+ * at most MAX_PROGRESS_BYTES encoded (e.g. `{ done: 40, total: 120 }`). Throws ValidationError otherwise.
+ */
+export function encodeProgress(value: unknown): string {
+  if (typeof value === "number") {
+    if (!Number.isFinite(value) || value < 0 || value > 100)
+      throw new ValidationError(`progress must be a number from 0 to 100 or a small JSON object, got ${value}`);
+    return JSON.stringify(value);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new ValidationError(
+      `progress must be a number from 0 to 100 or a small JSON object (e.g. { done: 40, total: 120 }), got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`,
+    );
+  checkJsonSafe(value, (path, reason) => new ValidationError(`progress${path} ${reason}`), true);
+  const text = JSON.stringify(value);
+  const bytes = utf8Bytes(text, MAX_PROGRESS_BYTES);
+  if (bytes > MAX_PROGRESS_BYTES)
+    throw new ValidationError(
+      `progress is ${bytes} bytes encoded, over the limit of ${MAX_PROGRESS_BYTES}; keep it to a few counters, and return large data as the job's result`,
+    );
+  return text;
+}
+
 // A high surrogate not followed by a low one, or a low one not preceded by a high one.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 // A NUL, or a lone surrogate.

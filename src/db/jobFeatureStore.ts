@@ -26,4 +26,21 @@ export class JobFeatureStore {
     ]);
     return rows.map((r) => r.id);
   }
+
+  /**
+   * Extends leases by `leaseMs` and writes each job's `progress` (JSON text; undefined keeps the stored
+   * value); returns the ids still held.
+   */
+  async heartbeatWithProgress(
+    jobs: ReadonlyArray<{ id: string; lease: string; progress: string | undefined }>,
+    leaseMs: number,
+  ): Promise<string[]> {
+    const { rows } = await this.store.query<{ id: string }>(this.sql.jobHeartbeatProgressMany, [
+      jobs.map((j) => j.id),
+      jobs.map((j) => j.lease),
+      leaseMs,
+      jobs.map((j) => j.progress ?? null),
+    ]);
+    return rows.map((r) => r.id);
+  }
 }

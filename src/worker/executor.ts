@@ -18,7 +18,7 @@ import {
 } from "../core/errors.js";
 import { type JobDefinition, validatePayload } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
-import { type Duration, encodeResult } from "../core/validate.js";
+import { type Duration, encodeProgress, encodeResult } from "../core/validate.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
 import type { Handler, Job, JobContext, Outcome, Running, WorkerHooks } from "./types.js";
 
@@ -36,6 +36,10 @@ export interface ExecutorOptions {
   maxResultBytes: number;
   hooks: WorkerHooks | undefined;
   heartbeat: (running: Running) => Promise<boolean>;
+  /** ctx.progress(): the value, validated and encoded, to be written coalesced. */
+  progress: (running: Running, value: unknown, encoded: string) => void;
+  /** Before a job's outcome: its last progress value written. */
+  settleProgress: (running: Running) => Promise<void>;
   pauseKey: (job: Job, until: Date | Duration, key: string | null | undefined) => Promise<Date>;
   record: (running: Running, outcome: Outcome, error: unknown, result?: string) => void;
   onStart: (job: Job) => void;
@@ -92,6 +96,7 @@ export class Executor {
     } catch (error) {
       this.o.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
     }
+    if (running.progressDirty) await this.o.settleProgress(running);
     this.o.held.delete(job.id);
     if (running.detached) {
       const code = controller.reason instanceof SkipqError ? controller.reason.code : undefined;
@@ -129,6 +134,7 @@ export class Executor {
       },
       heartbeat: () => this.o.heartbeat(running),
       pauseKey: (until, key) => this.o.pauseKey(job, until, key),
+      progress: async (value) => this.o.progress(running, value, encodeProgress(value)),
       get log() {
         log ??= childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
         return log;

@@ -30,6 +30,7 @@ export interface WorkerSettings {
   outcomeBatchSize: number;
   presenceMs: number;
   maxResultBytes: number;
+  progressMs: number;
 }
 
 export function workerSettings(options: WorkerOptions): WorkerSettings {
@@ -65,6 +66,7 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
     backoff: { ...defaultBackoff, ...options.backoff },
     outcomeBatchSize: assertInt("outcomeBatchSize", options.outcomeBatchSize ?? 2000, 1, 10_000),
     presenceMs: toMs("presenceInterval", options.presenceInterval ?? "10s", { allowZero: false }),
+    progressMs: toMs("progressInterval", options.progressInterval ?? "1s", { allowZero: false }),
     maxResultBytes: assertInt("maxResultBytes", options.maxResultBytes ?? 64 * 1024, 2, 64 * 1024 * 1024),
   };
 }

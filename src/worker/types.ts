@@ -52,6 +52,13 @@ export interface JobContext<P = unknown> {
    * whole queue. Then usually `throw new RetryIn(ms)` to run this job again later.
    */
   pauseKey(until: Date | Duration, key?: string | null): Promise<Date>;
+  /**
+   * Reports progress: a number from 0 to 100, or a small JSON object (at most 1 KiB encoded, e.g.
+   * `{ done: 40, total: 120 }`). Emitted at once as the worker's `progress` event; stored with the job
+   * (`getJob(id).progress`) by the next heartbeat, at most `progressInterval` later. Call it as often as
+   * you like: the writes are coalesced. Resolves once noted; rejects with ValidationError on a bad value.
+   */
+  progress(value: number | Record<string, unknown>): Promise<void>;
 }
 
 /**
@@ -118,6 +125,11 @@ export interface WorkerOptions {
   /** Most outcomes recorded per statement. Default 2000. */
   outcomeBatchSize?: number;
   /**
+   * Longest time a `ctx.progress()` value waits before it is written (with a heartbeat of the jobs that
+   * have one). Default "1s".
+   */
+  progressInterval?: Duration;
+  /**
    * Largest result a handler may return, encoded as JSON, in bytes (docs/jobs.md, "Results"). A larger
    * one, or one JSON cannot store unchanged, fails the attempt with ResultTooLargeError or
    * ResultNotJsonError. Default 65536 (64 KiB).
@@ -158,6 +170,8 @@ export interface WorkerEvents {
   claimed: [jobs: ReadonlyArray<Job>, info: ClaimInfo];
   jobStart: [job: Job];
   jobEnd: [job: Job, outcome: Outcome, durationMs: number, error: unknown];
+  /** A handler called `ctx.progress(value)` (emitted on every call; the stored value is written coalesced). */
+  progress: [job: Job, value: unknown];
   /** Outcomes the database rejected because the job's lease had moved on. */
   staleOutcome: [ids: string[]];
   leaseLost: [job: Job];
@@ -184,6 +198,10 @@ export interface Running {
   /** Resolves when the job is settled: its handler ended, or it left the buffer without running. */
   done: Promise<void>;
   settle: () => void;
+  /** The last `ctx.progress()` value, encoded (set only for jobs that report progress). */
+  progress?: string;
+  /** `progress` is not written yet. */
+  progressDirty?: boolean;
 }
 
 export interface WorkerStats {

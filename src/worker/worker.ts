@@ -116,9 +116,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
       refreshMs: 5000,
       logger: this.logger,
     });
+    const features = new JobFeatureStore(this.store);
     this.completer = new Completer({
       jobs,
-      features: new JobFeatureStore(this.store),
+      features,
       logger: this.logger,
       stats: this.stats,
       backoff: s.backoff,
@@ -134,6 +135,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     });
     this.leases = new Leases({
       jobs,
+      features,
+      progressMs: s.progressMs,
       held: this.held,
       leaseMs: s.lockTimeoutMs,
       heartbeatMs: s.heartbeatMs,
@@ -149,6 +152,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
       jobTimeoutMs: s.jobTimeoutMs,
       hooks: options.hooks,
       heartbeat: (running) => this.leases.heartbeatOne(running),
+      progress: (running, value, encoded) => {
+        this.leases.noteProgress(running, encoded);
+        this.emit("progress", running.job, value);
+      },
+      settleProgress: (running) => this.leases.settleProgress(running),
       pauseKey: (job, until, key) => this.pauseKey(job, until, key),
       maxResultBytes: s.maxResultBytes,
       record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),

@@ -38,6 +38,19 @@ export function jobFeatureStatements(names: Schema) {
        SELECT id FROM done`,
 
       /**
+       * jobHeartbeatMany that also writes progress: $4 holds each job's latest ctx.progress() value as JSON
+       * text, or NULL to keep the stored one. Used instead of the plain heartbeat only while some held job
+       * has progress not yet written, so a handler's progress calls cost no statements of their own beyond
+       * one per progressInterval. Returns the ids still held.
+       */
+      jobHeartbeatProgressMany: `UPDATE ${jobs} AS j
+          SET locked_at = now(), lease_expires_at = now() + $3::float8 * interval '1 millisecond', updated_at = now(),
+              progress = COALESCE(d.progress::jsonb, j.progress)
+         FROM unnest($1::bigint[], $2::bigint[], $4::text[]) AS d(id, lease, progress)
+        WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
+       RETURNING j.id`,
+
+      /**
        * waitFor: marks live job $1 so the trigger of migration 0012 announces its finish on the done channel;
        * returns its status, or no row when it is not live (finished already, or never committed). A job
        * already marked is not written again.
