@@ -13,10 +13,13 @@ export {
   type BulkItem,
   type EnqueueOptions,
   type EnqueueResult,
+  type FinishedStatus,
   type JobRef,
   type Queryable,
   Skipq,
   type SkipqOptions,
+  type WaitOptions,
+  type WaitResult,
 } from "./core/client.js";
 export { errorFingerprint, formatError } from "./core/errorFormat.js";
 export {
@@ -27,6 +30,8 @@ export {
   PayloadNotJsonError,
   PayloadTooLargeError,
   PoolTooSmallError,
+  ResultNotJsonError,
+  ResultTooLargeError,
   RetryIn,
   SchemaNotMigratedError,
   SchemaTooNewError,
@@ -34,6 +39,7 @@ export {
   type SkipqErrorCode,
   UnknownKindError,
   ValidationError,
+  WaitTimeoutError,
 } from "./core/errors.js";
 export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from "./core/job.js";
 export { defaultLogger, type Logger, silentLogger } from "./core/logger.js";
@@ -51,6 +57,7 @@ export type { LocalService, MaintenanceOptions } from "./maintenance/maintainer.
 export { type PruneResult, Pruner, type PrunerOptions } from "./maintenance/pruner.js";
 export { Admin } from "./ops/admin.js";
 export {
+  type AttemptLog,
   type CronScheduleRow,
   type DeadGroup,
   JOB_STATUSES,

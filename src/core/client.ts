@@ -21,10 +21,12 @@ import { ValidationError } from "./errors.js";
 import type { PayloadOf } from "./job.js";
 import { defaultLogger, type Logger } from "./logger.js";
 import { Notifier } from "./notifier.js";
-import { assertInt } from "./validate.js";
+import { assertInt, type Duration, toMs } from "./validate.js";
+import { Waiter, type WaitOptions, type WaitResult } from "./waiter.js";
 
 export type { Queryable } from "../db/queryable.js";
 export type { BulkItem, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue.js";
+export type { FinishedStatus, WaitOptions, WaitResult } from "./waiter.js";
 
 export interface SkipqOptions {
   /** PostgreSQL connection string; skipq creates and owns a pool. Default: `DATABASE_URL`. */
@@ -41,6 +43,12 @@ export interface SkipqOptions {
   preparedStatements?: boolean;
   /** pino-compatible logger. Default: warnings and errors as JSON on stderr. */
   logger?: Logger;
+  /**
+   * `waitFor` and `enqueueAndWait` are woken by a notification (LISTEN on one connection, opened on first
+   * use; only with `connectionString`), and read every waited-for job this often in case one was missed.
+   * Default "1s".
+   */
+  waitPollInterval?: Duration;
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
@@ -64,6 +72,8 @@ export class Skipq {
   readonly notifier: Notifier;
   private readonly enqueuer: Enqueuer;
   private readonly ownsPool: boolean;
+  private readonly waitPollMs: number;
+  private waiter: Waiter | undefined;
 
   constructor(options: SkipqOptions = {}) {
     const schema = new Schema(options.schema ?? "skipq");
@@ -78,6 +88,7 @@ export class Skipq {
     );
     this.preparedStatements = options.preparedStatements ?? true;
     this.logger = options.logger ?? defaultLogger;
+    this.waitPollMs = toMs("waitPollInterval", options.waitPollInterval ?? "1s", { allowZero: false });
     this.connectionString = options.connectionString ?? (options.pool ? undefined : process.env.DATABASE_URL);
     if (options.pool) {
       this.pool = options.pool;
@@ -171,13 +182,50 @@ export class Skipq {
     );
   }
 
+  /**
+   * Resolves with `{ status, result, error }` once job `id` is completed, dead or cancelled — at once when it
+   * already is. Woken by a notification from the statement that finishes the job, with polling as the
+   * fallback. Rejects with WaitTimeoutError after `timeout` (the job is not touched), with the signal's
+   * reason when `signal` aborts, and with SKIPQ_NOT_FOUND for a job that does not exist (or whose enqueuing
+   * transaction has not committed). See docs/jobs.md, "Waiting for a job".
+   */
+  waitFor<R = unknown>(id: string | number, options: WaitOptions = {}): Promise<WaitResult<R>> {
+    this.waiter ??= new Waiter({
+      store: this.store,
+      connectionString: this.connectionString,
+      logger: this.logger,
+      pollMs: this.waitPollMs,
+    });
+    return this.waiter.wait<R>(id, options);
+  }
+
+  /** `enqueue`, then `waitFor` the job (with an idempotency key that exists: the existing job). */
+  async enqueueAndWait<J extends JobRef<unknown>, R = unknown>(
+    job: J,
+    payload: PayloadOf<J>,
+    options: EnqueueOptions & WaitOptions = {},
+  ): Promise<WaitResult<R>> {
+    const { timeout, signal, ...enqueueOptions } = options;
+    const waitOptions: WaitOptions = {};
+    if (timeout !== undefined) waitOptions.timeout = timeout;
+    if (signal !== undefined) waitOptions.signal = signal;
+    const { id } = await this.enqueue(job, payload, enqueueOptions);
+    return this.waitFor<R>(id, waitOptions);
+  }
+
+  /** @internal The waiter's LISTEN connection's server pid, while connected (tests terminate it). */
+  get waiterListenerPid(): number | undefined {
+    return this.waiter?.listenerPid;
+  }
+
   /** A worker for this schema; register handlers, then `start()`. */
   worker(options?: WorkerOptions): Worker {
     return new Worker(this, options);
   }
 
-  /** Ends the pool if skipq created it. */
+  /** Ends the pool if skipq created it. Waits still open (`waitFor`) reject with SKIPQ_SHUTDOWN. */
   async close(): Promise<void> {
+    await this.waiter?.close();
     await this.notifier.idle();
     if (this.ownsPool) await this.pool.end();
   }

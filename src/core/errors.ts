@@ -20,7 +20,10 @@ export type SkipqErrorCode =
   | "SKIPQ_LEASE_LOST"
   | "SKIPQ_SHUTDOWN"
   | "SKIPQ_JOB_TIMEOUT"
-  | "SKIPQ_NOT_FOUND";
+  | "SKIPQ_NOT_FOUND"
+  | "SKIPQ_RESULT_TOO_LARGE"
+  | "SKIPQ_RESULT_NOT_JSON"
+  | "SKIPQ_WAIT_TIMEOUT";
 
 export class SkipqError extends Error {
   readonly code: SkipqErrorCode;
@@ -58,6 +61,47 @@ export class PayloadNotJsonError extends SkipqError {
     reason: string,
   ) {
     super("SKIPQ_PAYLOAD_NOT_JSON", `payload${path} ${reason}`);
+  }
+}
+
+/** A handler returned a result larger than the worker's `maxResultBytes`: the attempt fails (and is retried). */
+export class ResultTooLargeError extends SkipqError {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      "SKIPQ_RESULT_TOO_LARGE",
+      `the handler's result is ${bytes} bytes, over the worker's maxResultBytes of ${limit}; store large results elsewhere and return a reference to them, or raise maxResultBytes`,
+    );
+  }
+}
+
+/** A handler returned something JSON cannot store unchanged: the attempt fails (and is retried). */
+export class ResultNotJsonError extends SkipqError {
+  constructor(
+    readonly path: string,
+    reason: string,
+  ) {
+    super(
+      "SKIPQ_RESULT_NOT_JSON",
+      `the handler's result${path} ${reason}; return plain JSON (objects, arrays, strings, finite numbers, booleans, null)`,
+    );
+  }
+}
+
+/** `waitFor` / `enqueueAndWait`: the job did not finish within `timeout`. The job itself is untouched. */
+export class WaitTimeoutError extends SkipqError {
+  constructor(
+    readonly jobId: string,
+    readonly timeoutMs: number,
+    /** The job's status when the wait gave up. */
+    readonly lastStatus: string | undefined,
+  ) {
+    super(
+      "SKIPQ_WAIT_TIMEOUT",
+      `job ${jobId} did not finish within ${timeoutMs} ms${lastStatus ? ` (it is ${lastStatus})` : ""}; it keeps running: wait again, or read it later with Admin.getJob`,
+    );
   }
 }
 

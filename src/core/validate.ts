@@ -4,7 +4,13 @@
  * Inside the library, values that passed these checks are trusted.
  */
 import ms from "ms";
-import { PayloadNotJsonError, PayloadTooLargeError, ValidationError } from "./errors.js";
+import {
+  PayloadNotJsonError,
+  PayloadTooLargeError,
+  ResultNotJsonError,
+  ResultTooLargeError,
+  ValidationError,
+} from "./errors.js";
 
 /**
  * Names of queues, kinds, cron schedules, sagas and outbox topics: letters, digits and `_ . : -`,
@@ -110,11 +116,58 @@ export const MAX_PAYLOAD_DEPTH = 1000;
  * The rule: what a handler receives deep-equals what was enqueued.
  */
 export function encodePayload(payload: unknown, maxBytes: number): string {
-  checkJsonSafe(payload);
+  checkJsonSafe(payload, payloadNotJson);
   const text = JSON.stringify(payload);
-  // Fast path: a string's UTF-8 size is at most 3 bytes per UTF-16 unit.
-  const bytes = text.length * 3 <= maxBytes ? text.length : Buffer.byteLength(text, "utf8");
+  const bytes = utf8Bytes(text, maxBytes);
   if (bytes > maxBytes) throw new PayloadTooLargeError(bytes, maxBytes);
+  return text;
+}
+
+/** `text`'s UTF-8 size, exactly when it could exceed `maxBytes` (a string's is at most 3 bytes per UTF-16 unit). */
+function utf8Bytes(text: string, maxBytes: number): number {
+  return text.length * 3 <= maxBytes ? text.length : Buffer.byteLength(text, "utf8");
+}
+
+const payloadNotJson = (path: string, reason: string) => new PayloadNotJsonError(path, reason);
+const resultNotJson = (path: string, reason: string) => new ResultNotJsonError(path, reason);
+
+/**
+ * Encodes a handler's return value (docs/jobs.md, "Results") by the payload rules, except that an object
+ * property whose value is `undefined` is left out, as JSON.stringify does (a result is read back as data,
+ * and `{ error: undefined }` means no error). Throws ResultNotJsonError or ResultTooLargeError.
+ */
+export function encodeResult(value: unknown, maxBytes: number): string {
+  checkJsonSafe(value, resultNotJson, true);
+  const text = JSON.stringify(value);
+  const bytes = utf8Bytes(text, maxBytes);
+  if (bytes > maxBytes) throw new ResultTooLargeError(bytes, maxBytes);
+  return text;
+}
+
+/** Largest encoded progress object, in bytes: progress is a status line, not a result. */
+export const MAX_PROGRESS_BYTES = 1024;
+
+/**
+ * Encodes a `ctx.progress()` value: a finite number from 0 to 100 (a percentage), or a plain JSON object of
+ * at most MAX_PROGRESS_BYTES encoded (e.g. `{ done: 40, total: 120 }`). Throws ValidationError otherwise.
+ */
+export function encodeProgress(value: unknown): string {
+  if (typeof value === "number") {
+    if (!Number.isFinite(value) || value < 0 || value > 100)
+      throw new ValidationError(`progress must be a number from 0 to 100 or a small JSON object, got ${value}`);
+    return JSON.stringify(value);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new ValidationError(
+      `progress must be a number from 0 to 100 or a small JSON object (e.g. { done: 40, total: 120 }), got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`,
+    );
+  checkJsonSafe(value, (path, reason) => new ValidationError(`progress${path} ${reason}`), true);
+  const text = JSON.stringify(value);
+  const bytes = utf8Bytes(text, MAX_PROGRESS_BYTES);
+  if (bytes > MAX_PROGRESS_BYTES)
+    throw new ValidationError(
+      `progress is ${bytes} bytes encoded, over the limit of ${MAX_PROGRESS_BYTES}; keep it to a few counters, and return large data as the job's result`,
+    );
   return text;
 }
 
@@ -144,10 +197,12 @@ function assertWellFormed(what: string, value: string): void {
     );
 }
 
-function checkString(value: string, at: () => string): void {
+type NotJson = (path: string, reason: string) => Error;
+
+function checkString(value: string, at: () => string, fail: NotJson): void {
   if (BAD_STRING.test(value)) {
     const nul = value.includes("\u0000");
-    throw new PayloadNotJsonError(
+    throw fail(
       at(),
       nul
         ? "contains a NUL character (\\u0000), which PostgreSQL cannot store in jsonb"
@@ -181,35 +236,34 @@ function pathOf(frame: Frame | undefined, key?: string | number): string {
  * like any other bad payload. Only ancestors count as circular (a shared,
  * acyclic reference is fine, as JSON.stringify repeats it).
  */
-function checkJsonSafe(root: unknown): void {
+function checkJsonSafe(root: unknown, fail: NotJson, omitUndefinedProperties = false): void {
   const ancestors = new Set<object>();
   const stack: Frame[] = [];
   // Checks a primitive at once; pushes a container to be walked.
   const visit = (value: unknown, parent: Frame | undefined, key: string | number): void => {
     switch (typeof value) {
       case "string":
-        checkString(value, () => pathOf(parent, key));
+        checkString(value, () => pathOf(parent, key), fail);
         return;
       case "boolean":
         return;
       case "number":
-        if (!Number.isFinite(value))
-          throw new PayloadNotJsonError(pathOf(parent, key), `is ${value}, which JSON cannot represent`);
+        if (!Number.isFinite(value)) throw fail(pathOf(parent, key), `is ${value}, which JSON cannot represent`);
         return;
       case "bigint":
-        throw new PayloadNotJsonError(pathOf(parent, key), "is a BigInt; convert it to a string or number first");
+        throw fail(pathOf(parent, key), "is a BigInt; convert it to a string or number first");
       case "undefined":
-        throw new PayloadNotJsonError(pathOf(parent, key), "is undefined; omit the field or use null");
+        throw fail(pathOf(parent, key), "is undefined; omit the field or use null");
       case "function":
       case "symbol":
-        throw new PayloadNotJsonError(pathOf(parent, key), `is a ${typeof value}, which JSON cannot represent`);
+        throw fail(pathOf(parent, key), `is a ${typeof value}, which JSON cannot represent`);
     }
     if (value === null) return;
     const object = value as object;
-    if (ancestors.has(object)) throw new PayloadNotJsonError(pathOf(parent, key), "is a circular reference");
+    if (ancestors.has(object)) throw fail(pathOf(parent, key), "is a circular reference");
     const depth = (parent?.depth ?? 0) + 1;
     if (depth > MAX_PAYLOAD_DEPTH)
-      throw new PayloadNotJsonError(
+      throw fail(
         pathOf(parent, key),
         `is nested deeper than ${MAX_PAYLOAD_DEPTH} levels, which JSON.stringify cannot always encode; flatten the structure`,
       );
@@ -218,7 +272,7 @@ function checkJsonSafe(root: unknown): void {
       if (proto !== Object.prototype && proto !== null) {
         const name = (object as { constructor?: { name?: string } }).constructor?.name ?? "object";
         const hint = object instanceof Date ? "; pass date.toISOString() instead" : "; pass a plain object";
-        throw new PayloadNotJsonError(pathOf(parent, key), `is a ${name} instance, which JSON would change${hint}`);
+        throw fail(pathOf(parent, key), `is a ${name} instance, which JSON would change${hint}`);
       }
     }
     stack.push({ value: object, parent, key, depth, open: false });
@@ -239,8 +293,10 @@ function checkJsonSafe(root: unknown): void {
     } else {
       const record = frame.value as Record<string, unknown>;
       for (const key of Object.keys(record)) {
-        checkString(key, () => pathOf(frame, key));
-        visit(record[key], frame, key);
+        checkString(key, () => pathOf(frame, key), fail);
+        const child = record[key];
+        if (child === undefined && omitUndefinedProperties) continue;
+        visit(child, frame, key);
       }
     }
   }

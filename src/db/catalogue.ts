@@ -9,6 +9,7 @@ import { adminStatements } from "./sql/admin.js";
 import { dashboardStatements } from "./sql/dashboard.js";
 import { flowStatements } from "./sql/flow.js";
 import { historyStatements } from "./sql/history.js";
+import { jobFeatureStatements } from "./sql/jobFeatures.js";
 import { jobStatements } from "./sql/jobs.js";
 import { maintenanceStatements } from "./sql/maintenance.js";
 import { migrationStatements } from "./sql/migrations.js";
@@ -21,6 +22,8 @@ function build(schema: Schema) {
   return {
     /** The claim path: claim, complete, settle, heartbeat, insert. */
     jobs: jobStatements(schema),
+    /** Results, progress, attempt logs, waiting, uniqueness windows, debounce (docs/jobs.md). */
+    features: jobFeatureStatements(schema),
     /** Limits, key pauses and the limited claim's settings. */
     flow: flowStatements(schema),
     /** Reaper and leader lease. */

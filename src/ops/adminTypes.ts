@@ -34,6 +34,27 @@ export interface JobRow {
   completed_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** What the handler returned (docs/jobs.md, "Results"); null when it returned nothing (or null). */
+  result: unknown;
+  /** The last value its handler passed to `ctx.progress()` (a number 0-100 or a small object); null when none. */
+  progress: unknown;
+  /** The `ctx.log` lines of its most recent attempts, one entry per attempt that wrote any; null when none. */
+  attempt_logs: AttemptLog[] | null;
+}
+
+/** One attempt's `ctx.log` lines, with who ran it, when, and how it ended (docs/jobs.md, "Attempt logs"). */
+export interface AttemptLog {
+  attempt: number;
+  worker: string;
+  /** ISO times on the worker's clock. */
+  startedAt: string;
+  endedAt: string;
+  outcome: string;
+  /** The attempt's error as stored in last_error (redacted); null when it completed. */
+  error: string | null;
+  lines: Array<{ at: string; level: string; msg: string; [field: string]: unknown }>;
+  /** Lines written beyond the per-attempt cap, not kept. */
+  dropped: number;
 }
 
 /** A job as lists show it: no payload (only its size), no lease or key details. */
@@ -47,6 +68,9 @@ export type ListedJob = Omit<
   | "completed_at"
   | "error_fingerprint"
   | "headers"
+  | "result"
+  | "progress"
+  | "attempt_logs"
 > & {
   payload_bytes: number;
 };

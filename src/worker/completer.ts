@@ -18,6 +18,7 @@ import { errorFingerprint, formatError } from "../core/errorFormat.js";
 import type { RetryIn } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
+import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { JobStore, Settlement } from "../db/jobStore.js";
 import { refused } from "../internal/instance.js";
 import type { Outcome, Running, WorkerStats } from "./types.js";
@@ -25,6 +26,8 @@ import { sleep } from "./wakeup.js";
 
 export interface CompleterOptions {
   jobs: JobStore;
+  /** Statements for jobs that use results (and the other features of docs/jobs.md). */
+  features: JobFeatureStore;
   logger: Logger;
   stats: WorkerStats;
   backoff: BackoffOptions;
@@ -46,6 +49,10 @@ export class Completer {
   /** Successes waiting to be written: ids and their leases, index for index (two arrays: no object per job). */
   private completedIds: string[] = [];
   private completedLeases: string[] = [];
+  /** Successes with a result: written by their own statement, so plain successes keep theirs unchanged. */
+  private resultIds: string[] = [];
+  private resultLeases: string[] = [];
+  private results: string[] = [];
   private settlements: Settlement[] = [];
   /** Outcomes taken by the flush in progress. */
   private inFlight = 0;
@@ -58,7 +65,7 @@ export class Completer {
 
   /** Outcomes recorded here but not yet written. */
   get backlog(): number {
-    return this.completedIds.length + this.settlements.length + this.inFlight;
+    return this.completedIds.length + this.resultIds.length + this.settlements.length + this.inFlight;
   }
 
   /** True while the backlog is at its cap: claim nothing more until it drains. */
@@ -66,15 +73,24 @@ export class Completer {
     return this.backlog >= this.maxBacklog;
   }
 
-  /** Queues a job's outcome; it is written in the next flush (this tick's outcomes share one). */
-  record(running: Running, outcome: Outcome, error: unknown): void {
+  /**
+   * Queues a job's outcome; it is written in the next flush (this tick's outcomes share one). `result`: a
+   * completed job's result as JSON text, when its handler returned one.
+   */
+  record(running: Running, outcome: Outcome, error: unknown, result?: string): void {
     const { job, lease } = running;
     const settle = (action: Settlement["action"], fields: Partial<Settlement> = {}) =>
       this.settlements.push({ id: job.id, lease, action, error: null, delayMs: 0, fingerprint: null, ...fields });
     switch (outcome) {
       case "completed":
-        this.completedIds.push(job.id);
-        this.completedLeases.push(lease);
+        if (result === undefined) {
+          this.completedIds.push(job.id);
+          this.completedLeases.push(lease);
+        } else {
+          this.resultIds.push(job.id);
+          this.resultLeases.push(lease);
+          this.results.push(result);
+        }
         break;
       case "snoozed":
         settle("snooze", { delayMs: (error as RetryIn).delayMs });
@@ -118,20 +134,27 @@ export class Completer {
   /** Writes every queued outcome; resolves when none is left (or they were given up). */
   async flush(): Promise<void> {
     while (this.flushing) await this.flushing;
-    if (this.completedIds.length === 0 && this.settlements.length === 0) return;
+    if (!this.unflushed) return;
     this.flushing = this.flushNow().finally(() => {
       this.flushing = undefined;
     });
     await this.flushing;
     this.o.onFlushed();
-    if (this.completedIds.length > 0 || this.settlements.length > 0) await this.flush();
+    if (this.unflushed) await this.flush();
+  }
+
+  private get unflushed(): boolean {
+    return this.completedIds.length > 0 || this.resultIds.length > 0 || this.settlements.length > 0;
   }
 
   private async flushNow(): Promise<void> {
     const ids = this.completedIds.splice(0, this.o.outcomeBatchSize);
     const leases = this.completedLeases.splice(0, this.o.outcomeBatchSize);
     const settlements = this.settlements.splice(0, this.o.outcomeBatchSize);
-    this.inFlight = ids.length + settlements.length;
+    const resultIds = this.resultIds.splice(0, this.o.outcomeBatchSize);
+    const resultLeases = this.resultLeases.splice(0, this.o.outcomeBatchSize);
+    const results = this.results.splice(0, this.o.outcomeBatchSize);
+    this.inFlight = ids.length + resultIds.length + settlements.length;
     try {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -148,13 +171,19 @@ export class Completer {
             this.noteStale(ids, accepted);
             ids.length = 0;
           }
+          if (resultIds.length > 0) {
+            const accepted = await this.o.features.completeManyWithResults(resultIds, resultLeases, results);
+            this.o.stats.completed += accepted.length;
+            this.noteStale(resultIds, accepted);
+            resultIds.length = 0;
+          }
           return;
         } catch (error) {
           this.o.onWarning(error);
           // Outcomes are retried until their leases would have expired anyway; then the reaper takes over.
           if (attempt * 250 > this.o.lockTimeoutMs || this.o.stopped()) {
             this.o.logger.error(
-              { err: error, jobs: ids.length + settlements.length },
+              { err: error, jobs: ids.length + resultIds.length + settlements.length },
               "skipq: could not record outcomes; their leases will expire and the jobs run again",
             );
             return;

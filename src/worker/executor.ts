@@ -18,7 +18,7 @@ import {
 } from "../core/errors.js";
 import { type JobDefinition, validatePayload } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
-import type { Duration } from "../core/validate.js";
+import { type Duration, encodeProgress, encodeResult } from "../core/validate.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
 import type { Handler, Job, JobContext, Outcome, Running, WorkerHooks } from "./types.js";
 
@@ -32,10 +32,16 @@ export interface ExecutorOptions {
   held: Map<string, Running>;
   logger: Logger;
   jobTimeoutMs: number | undefined;
+  /** Largest result a handler may return, encoded, in bytes. */
+  maxResultBytes: number;
   hooks: WorkerHooks | undefined;
   heartbeat: (running: Running) => Promise<boolean>;
+  /** ctx.progress(): the value, validated and encoded, to be written coalesced. */
+  progress: (running: Running, value: unknown, encoded: string) => void;
+  /** Before a job's outcome: its last progress value written. */
+  settleProgress: (running: Running) => Promise<void>;
   pauseKey: (job: Job, until: Date | Duration, key: string | null | undefined) => Promise<Date>;
-  record: (running: Running, outcome: Outcome, error: unknown) => void;
+  record: (running: Running, outcome: Outcome, error: unknown, result?: string) => void;
   onStart: (job: Job) => void;
   onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown) => void;
 }
@@ -49,6 +55,8 @@ export class Executor {
     this.o.onStart(job);
     let outcome: Outcome = "completed";
     let failure: unknown;
+    /** The handler's return value as JSON text, when it returned something. */
+    let result: string | undefined;
     let timer: NodeJS.Timeout | undefined;
     const span = startExecuteSpan(job, running.trace);
     try {
@@ -56,15 +64,16 @@ export class Executor {
       if (!entry) throw new UnknownKindError(job.kind, [...this.o.handlers.keys()]);
       const payload = await this.payloadFor(entry, job);
       const ctx = this.context(running, payload);
-      const result = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
+      const handled = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
       // A handler that rejects after we stopped waiting must never become an unhandled rejection.
-      result.catch(() => undefined);
+      handled.catch(() => undefined);
       const limit = this.o.jobTimeoutMs;
+      let value: unknown;
       if (limit === undefined) {
-        await result;
+        value = await handled;
       } else {
-        await Promise.race([
-          result,
+        value = await Promise.race([
+          handled,
           new Promise((_, reject) => {
             timer = setTimeout(() => {
               const error = new SkipqError("SKIPQ_JOB_TIMEOUT", `job ran longer than jobTimeout (${limit} ms)`);
@@ -74,6 +83,8 @@ export class Executor {
           }),
         ]);
       }
+      // A result that cannot be stored fails this attempt like a thrown error (ResultTooLarge/NotJson).
+      if (value !== undefined) result = encodeResult(value, this.o.maxResultBytes);
     } catch (error) {
       failure = error;
       outcome = classify(error, controller);
@@ -85,12 +96,13 @@ export class Executor {
     } catch (error) {
       this.o.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
     }
+    if (running.progressDirty) await this.o.settleProgress(running);
     this.o.held.delete(job.id);
     if (running.detached) {
       const code = controller.reason instanceof SkipqError ? controller.reason.code : undefined;
       outcome = code === "SKIPQ_LEASE_LOST" ? "lease-lost" : code === "SKIPQ_CANCEL" ? "cancelled" : "released";
     } else {
-      this.o.record(running, outcome, failure);
+      this.o.record(running, outcome, failure, outcome === "completed" ? result : undefined);
     }
     endExecuteSpan(span, outcome, failure);
     this.o.onEnd(job, outcome, performance.now() - running.startedAt, failure);
@@ -122,6 +134,7 @@ export class Executor {
       },
       heartbeat: () => this.o.heartbeat(running),
       pauseKey: (until, key) => this.o.pauseKey(job, until, key),
+      progress: async (value) => this.o.progress(running, value, encodeProgress(value)),
       get log() {
         log ??= childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
         return log;

@@ -9,14 +9,24 @@
  * lease is checked in the database (a heartbeat of that one job); only a lease
  * the database no longer honours aborts the handler. A handler that finishes
  * meanwhile records its outcome as usual, fenced by the lease.
+ *
+ * Progress (`ctx.progress()`, docs/jobs.md) rides on heartbeats: a call only
+ * notes the value; the next heartbeat writes it, and a held job with progress
+ * not yet written brings that heartbeat forward to at most `progressMs` after
+ * the call. However often handlers call it, progress costs at most one
+ * statement per `progressMs`, plus one when a job ends with a value unwritten.
  */
 import { SkipqError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
+import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { JobStore } from "../db/jobStore.js";
 import type { Running, WorkerStats } from "./types.js";
 
 export interface LeasesOptions {
   jobs: JobStore;
+  features: JobFeatureStore;
+  /** Longest time a progress value waits to be written. */
+  progressMs: number;
   /** Every job whose lease this worker holds. */
   held: ReadonlyMap<string, Running>;
   leaseMs: number;
@@ -29,6 +39,10 @@ export interface LeasesOptions {
 
 export class Leases {
   private timer: NodeJS.Timeout | undefined;
+  private progressTimer: NodeJS.Timeout | undefined;
+  /** Statements in flight that carry progress values (a job's end waits for them). */
+  private readonly progressWrites = new Set<Promise<unknown>>();
+  private progressSoon: Promise<void> | undefined;
 
   constructor(private readonly o: LeasesOptions) {}
 
@@ -43,6 +57,8 @@ export class Leases {
   stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
+    clearTimeout(this.progressTimer);
+    this.progressTimer = undefined;
   }
 
   /** One heartbeat for every held job; those the database no longer honours are lost. */
@@ -50,16 +66,83 @@ export class Leases {
     const held = [...this.o.held.values()].filter((r) => !r.detached);
     if (held.length === 0) return;
     try {
-      const alive = await this.o.jobs.heartbeatMany(
-        held.map((r) => ({ id: r.job.id, lease: r.lease })),
-        this.o.leaseMs,
-      );
-      if (alive.length === held.length) return;
-      const kept = new Set(alive);
-      for (const running of held) if (!kept.has(running.job.id)) this.lose(running, "lease");
+      const alive = held.some((r) => r.progressDirty)
+        ? await this.sendProgress(held)
+        : await this.o.jobs.heartbeatMany(
+            held.map((r) => ({ id: r.job.id, lease: r.lease })),
+            this.o.leaseMs,
+          );
+      this.loseMissing(held, alive);
     } catch (error) {
       this.o.onWarning(error);
       this.o.logger.warn({ err: error }, "skipq: heartbeat failed; will retry at the next interval");
+    }
+  }
+
+  private loseMissing(sent: readonly Running[], alive: readonly string[]): void {
+    if (alive.length === sent.length) return;
+    const kept = new Set(alive);
+    for (const running of sent) if (!kept.has(running.job.id)) this.lose(running, "lease");
+  }
+
+  /** A handler called ctx.progress(): keep the value; it is written within `progressMs`. */
+  noteProgress(running: Running, encoded: string): void {
+    if (running.detached) return;
+    running.progress = encoded;
+    running.progressDirty = true;
+    if (this.progressTimer) return;
+    this.progressTimer = setTimeout(() => {
+      this.progressTimer = undefined;
+      void this.writeProgress();
+    }, this.o.progressMs);
+    this.progressTimer.unref();
+  }
+
+  /**
+   * A job's handler ended: make sure its last progress value is written before its outcome (which moves the
+   * row). Waits for writes in flight, then writes what is left, together with other jobs ending now.
+   */
+  async settleProgress(running: Running): Promise<void> {
+    for (let round = 0; round < 3 && !running.detached; round++) {
+      if (this.progressWrites.size > 0) await Promise.allSettled([...this.progressWrites]);
+      if (!running.progressDirty) return;
+      this.progressSoon ??= new Promise<void>((resolve) => setImmediate(resolve))
+        .then(() => this.writeProgress())
+        .finally(() => {
+          this.progressSoon = undefined;
+        });
+      await this.progressSoon;
+    }
+  }
+
+  /** Writes the progress of the held jobs that have some unwritten (a heartbeat for them). */
+  private async writeProgress(): Promise<void> {
+    const dirty = [...this.o.held.values()].filter((r) => r.progressDirty && !r.detached);
+    if (dirty.length === 0) return;
+    try {
+      this.loseMissing(dirty, await this.sendProgress(dirty));
+    } catch (error) {
+      this.o.onWarning(error);
+      this.o.logger.warn({ err: error }, "skipq: writing progress failed; will retry at the next heartbeat");
+    }
+  }
+
+  /** One heartbeat of `held` carrying the unwritten progress values; a failed one leaves them unwritten. */
+  private async sendProgress(held: readonly Running[]): Promise<string[]> {
+    const sent = held.map((r) => {
+      const progress = r.progressDirty ? r.progress : undefined;
+      r.progressDirty = false;
+      return { id: r.job.id, lease: r.lease, progress };
+    });
+    const write = this.o.features.heartbeatWithProgress(sent, this.o.leaseMs);
+    this.progressWrites.add(write);
+    try {
+      return await write;
+    } catch (error) {
+      for (const [i, r] of held.entries()) if (sent[i]?.progress !== undefined) r.progressDirty = true;
+      throw error;
+    } finally {
+      this.progressWrites.delete(write);
     }
   }
 

@@ -29,6 +29,8 @@ export interface WorkerSettings {
   backoff: BackoffOptions;
   outcomeBatchSize: number;
   presenceMs: number;
+  maxResultBytes: number;
+  progressMs: number;
 }
 
 export function workerSettings(options: WorkerOptions): WorkerSettings {
@@ -64,6 +66,8 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
     backoff: { ...defaultBackoff, ...options.backoff },
     outcomeBatchSize: assertInt("outcomeBatchSize", options.outcomeBatchSize ?? 2000, 1, 10_000),
     presenceMs: toMs("presenceInterval", options.presenceInterval ?? "10s", { allowZero: false }),
+    progressMs: toMs("progressInterval", options.progressInterval ?? "1s", { allowZero: false }),
+    maxResultBytes: assertInt("maxResultBytes", options.maxResultBytes ?? 64 * 1024, 2, 64 * 1024 * 1024),
   };
 }
 

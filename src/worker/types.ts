@@ -52,8 +52,19 @@ export interface JobContext<P = unknown> {
    * whole queue. Then usually `throw new RetryIn(ms)` to run this job again later.
    */
   pauseKey(until: Date | Duration, key?: string | null): Promise<Date>;
+  /**
+   * Reports progress: a number from 0 to 100, or a small JSON object (at most 1 KiB encoded, e.g.
+   * `{ done: 40, total: 120 }`). Emitted at once as the worker's `progress` event; stored with the job
+   * (`getJob(id).progress`) by the next heartbeat, at most `progressInterval` later. Call it as often as
+   * you like: the writes are coalesced. Resolves once noted; rejects with ValidationError on a bad value.
+   */
+  progress(value: number | Record<string, unknown>): Promise<void>;
 }
 
+/**
+ * A job's handler. What it resolves with (anything but `undefined`) is stored as the job's result
+ * (docs/jobs.md, "Results"): plain JSON, at most the worker's `maxResultBytes`.
+ */
 export type Handler<P = unknown> = (payload: P, ctx: JobContext<P>) => unknown | Promise<unknown>;
 
 export interface WorkerOptions {
@@ -113,6 +124,17 @@ export interface WorkerOptions {
   workerId?: string;
   /** Most outcomes recorded per statement. Default 2000. */
   outcomeBatchSize?: number;
+  /**
+   * Longest time a `ctx.progress()` value waits before it is written (with a heartbeat of the jobs that
+   * have one). Default "1s".
+   */
+  progressInterval?: Duration;
+  /**
+   * Largest result a handler may return, encoded as JSON, in bytes (docs/jobs.md, "Results"). A larger
+   * one, or one JSON cannot store unchanged, fails the attempt with ResultTooLargeError or
+   * ResultNotJsonError. Default 65536 (64 KiB).
+   */
+  maxResultBytes?: number;
   /** Record this worker's id, queues and kinds in the workers table (for health checks), off the claim path. Default true. */
   presence?: boolean;
   /** Time between presence upserts; a worker not seen for three intervals counts as gone. Default "10s". */
@@ -148,6 +170,8 @@ export interface WorkerEvents {
   claimed: [jobs: ReadonlyArray<Job>, info: ClaimInfo];
   jobStart: [job: Job];
   jobEnd: [job: Job, outcome: Outcome, durationMs: number, error: unknown];
+  /** A handler called `ctx.progress(value)` (emitted on every call; the stored value is written coalesced). */
+  progress: [job: Job, value: unknown];
   /** Outcomes the database rejected because the job's lease had moved on. */
   staleOutcome: [ids: string[]];
   leaseLost: [job: Job];
@@ -174,6 +198,10 @@ export interface Running {
   /** Resolves when the job is settled: its handler ended, or it left the buffer without running. */
   done: Promise<void>;
   settle: () => void;
+  /** The last `ctx.progress()` value, encoded (set only for jobs that report progress). */
+  progress?: string;
+  /** `progress` is not written yet. */
+  progressDirty?: boolean;
 }
 
 export interface WorkerStats {

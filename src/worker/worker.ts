@@ -19,6 +19,7 @@ import { childLogger, type Logger } from "../core/logger.js";
 import { defaultErrorRedactor } from "../core/secrets.js";
 import { assertKey, assertName, type Duration } from "../core/validate.js";
 import { isUnavailable } from "../db/connectionErrors.js";
+import { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { JobStore } from "../db/jobStore.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import type { Store } from "../db/store.js";
@@ -115,8 +116,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
       refreshMs: 5000,
       logger: this.logger,
     });
+    const features = new JobFeatureStore(this.store);
     this.completer = new Completer({
       jobs,
+      features,
       logger: this.logger,
       stats: this.stats,
       backoff: s.backoff,
@@ -132,6 +135,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     });
     this.leases = new Leases({
       jobs,
+      features,
+      progressMs: s.progressMs,
       held: this.held,
       leaseMs: s.lockTimeoutMs,
       heartbeatMs: s.heartbeatMs,
@@ -147,8 +152,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
       jobTimeoutMs: s.jobTimeoutMs,
       hooks: options.hooks,
       heartbeat: (running) => this.leases.heartbeatOne(running),
+      progress: (running, value, encoded) => {
+        this.leases.noteProgress(running, encoded);
+        this.emit("progress", running.job, value);
+      },
+      settleProgress: (running) => this.leases.settleProgress(running),
       pauseKey: (job, until, key) => this.pauseKey(job, until, key),
-      record: (running, outcome, error) => this.completer.record(running, outcome, error),
+      maxResultBytes: s.maxResultBytes,
+      record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),
       onStart: (job) => this.emit("jobStart", job),
       onEnd: (job, outcome, durationMs, error) => {
         this.fetcher.noteHandlerMs(durationMs);

@@ -48,3 +48,12 @@ test("examples/flow-control.ts keeps each customer within its limit and groups d
   expect(out).toMatch(/limits: at most [12] syncs per customer at once/);
   expect(out).toContain('dead: 1 job(s) failed with "FailPermanently: page 13 does not exist"');
 });
+
+test("examples/job-results.ts stores results and progress, waits for jobs and times out with a typed error", async () => {
+  const out = await runExample("examples/job-results.ts");
+  expect(out).toContain('enqueueAndWait: completed, {"thumbnails":["cat.png@64.webp","cat.png@256.webp"]}');
+  expect(out).toContain("waitFor: completed, dog.png@32.webp");
+  expect(out).toContain("waitFor a finished job: completed");
+  expect(out).toContain("timed out: SKIPQ_WAIT_TIMEOUT, job still pending");
+  expect(out).toContain('getJob: result {"thumbnails":["dog.png@32.webp"]}, progress {"done":1,"total":1}');
+});

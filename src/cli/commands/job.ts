@@ -3,7 +3,7 @@
  * error included. An unknown id exits 1. Read-only.
  */
 import type { Command } from "commander";
-import type { JobRow } from "../../ops/adminTypes.js";
+import type { AttemptLog, JobRow } from "../../ops/adminTypes.js";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
@@ -30,13 +30,30 @@ export function jobJson(job: JobRow) {
     updatedAt: iso(job.updated_at),
     headers: (job as JobRow & { headers?: Record<string, string> | null }).headers ?? {},
     payload: job.payload,
+    /** What the handler returned; null when nothing (docs/jobs.md). */
+    result: job.result ?? null,
+    progress: job.progress ?? null,
+    /** The ctx.log lines of the most recent attempts, oldest first. */
+    attemptLogs: job.attempt_logs ?? [],
   };
+}
+
+/** One attempt's log as text: a header line (attempt, worker, times, outcome), its lines, its error. */
+function attemptText(log: AttemptLog): string {
+  const head = `attempt ${log.attempt} on ${log.worker}, ${log.startedAt} → ${log.endedAt}: ${log.outcome}`;
+  const lines = log.lines.map(({ at, level, msg, ...fields }) => {
+    const extra = Object.keys(fields).length > 0 ? ` ${JSON.stringify(fields)}` : "";
+    return `  ${at} ${level.padEnd(5)} ${msg}${extra}`;
+  });
+  if (log.dropped > 0) lines.push(`  … ${log.dropped} more line(s) not kept`);
+  if (log.error) lines.push(`  error: ${log.error.split("\n").join("\n         ")}`);
+  return [head, ...lines].join("\n");
 }
 
 export function jobCommand(program: Command): void {
   program
     .command("job")
-    .description("show one job: every field, its payload and its last error")
+    .description("show one job: every field, its payload, result, progress, last error and attempt logs")
     .argument("<id>", "the job's id")
     .option("--json", "print the stable JSON format (see docs/cli.md)")
     .addHelpText(
@@ -44,7 +61,8 @@ export function jobCommand(program: Command): void {
       `
 Examples:
   $ skipq job 42
-  $ skipq job 42 --json | jq -r .lastError`,
+  $ skipq job 42 --json | jq -r .lastError
+  $ skipq job 42 --json | jq .result`,
     )
     .action(async (idText: string, options: { json?: boolean }, command: Command) => {
       const id = parseId(idText);
@@ -61,14 +79,16 @@ Examples:
           printJson(data);
           return;
         }
-        const { payload, lastError, ...fields } = data;
+        const { payload, lastError, result, attemptLogs, ...fields } = data;
         const rows = Object.entries(fields).map(([name, value]): [string, string] => [
           name,
           value === null ? "-" : typeof value === "object" ? JSON.stringify(value) : String(value),
         ]);
         process.stdout.write(`${table(["field", "value"], rows)}\n`);
         process.stdout.write(`payload:\n${JSON.stringify(payload, null, 2)}\n`);
+        process.stdout.write(`result:\n${result === null ? "-" : JSON.stringify(result, null, 2)}\n`);
         process.stdout.write(`last error:\n${lastError ?? "-"}\n`);
+        if (attemptLogs.length > 0) process.stdout.write(`attempt logs:\n${attemptLogs.map(attemptText).join("\n")}\n`);
       });
     });
 }

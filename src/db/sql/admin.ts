@@ -15,20 +15,22 @@ import { HISTORY_COLUMNS, historyValues } from "./jobs.js";
  * Moves the history rows matching `where` back into the live table as pending
  * now, same id, fresh attempts. The idempotency key comes along unless another
  * job took it meanwhile (after its retention), so the insert is never skipped.
+ * Its attempt logs come along (the attempts before the retry stay readable).
  */
 function restore(schema: string, where: string): string {
   return `WITH back AS (
             DELETE FROM ${schema}.job_history h WHERE ${where}
             RETURNING h.*)
           INSERT INTO ${schema}.jobs (id, queue, kind, payload, idempotency_key, status, priority, attempts, max_attempts,
-                                      run_at, last_error, error_fingerprint, headers, concurrency_key, created_at, updated_at)
+                                      run_at, last_error, error_fingerprint, headers, concurrency_key, created_at, updated_at,
+                                      attempt_logs)
           OVERRIDING SYSTEM VALUE
           SELECT b.id, b.queue, b.kind, b.payload,
                  CASE WHEN EXISTS (SELECT 1 FROM ${schema}.job_keys k
                                     WHERE k.queue = b.queue AND k.key = b.idempotency_key AND k.job_id <> b.id)
                       THEN NULL ELSE b.idempotency_key END,
                  'pending', b.priority, 0, b.max_attempts, now(), b.last_error, b.error_fingerprint, b.headers,
-                 b.concurrency_key, b.created_at, now()
+                 b.concurrency_key, b.created_at, now(), b.attempt_logs
             FROM back b
           RETURNING id`;
 }

@@ -90,7 +90,7 @@ export function historyStatements(names: Schema) {
                             INSERT INTO ${history} (${HISTORY_COLUMNS})
                             SELECT id, queue, kind, payload, idempotency_key, status, priority, attempts, max_attempts,
                                    run_at, locked_at, locked_by, last_error, error_fingerprint, headers, concurrency_key,
-                                   created_at, COALESCE(completed_at, updated_at)
+                                   created_at, COALESCE(completed_at, updated_at), result, progress, attempt_logs
                               FROM moved`,
 
       /**

@@ -134,17 +134,28 @@ export function claimOrder(aging: string | null): string {
 /** A fencing token: random, 1 to 2^62, drawn per row. */
 export const RANDOM_LEASE = "1 + floor(random() * 4611686018427387903)::bigint";
 
-/** job_history's columns, in the order `historyValues` lists them. */
+/**
+ * job_history's columns, in the order `historyValues` lists them. The last three (result, progress,
+ * attempt_logs: docs/jobs.md) are NULL for a job that used none of those features.
+ */
 export const HISTORY_COLUMNS = `id, queue, kind, payload, idempotency_key, status, priority, attempts, max_attempts,
-  run_at, locked_at, locked_by, last_error, error_fingerprint, headers, concurrency_key, created_at, finished_at`;
+  run_at, locked_at, locked_by, last_error, error_fingerprint, headers, concurrency_key, created_at, finished_at,
+  result, progress, attempt_logs`;
 
 /**
  * The history row of a job leaving the live table, from a CTE `from` holding its
- * deleted row: `status`, `error` and `fingerprint` are SQL expressions over it.
+ * deleted row: `status`, `error`, `fingerprint` and `result` are SQL expressions over it.
  */
-export function historyValues(from: string, status: string, error = "last_error", fingerprint = "error_fingerprint") {
+export function historyValues(
+  from: string,
+  status: string,
+  error = "last_error",
+  fingerprint = "error_fingerprint",
+  result = "result",
+) {
   return `SELECT id, queue, kind, payload, idempotency_key, ${status}, priority, attempts, max_attempts,
-                 run_at, locked_at, locked_by, ${error}, ${fingerprint}, headers, concurrency_key, created_at, now()
+                 run_at, locked_at, locked_by, ${error}, ${fingerprint}, headers, concurrency_key, created_at, now(),
+                 ${result}, progress, attempt_logs
             FROM ${from}`;
 }
 

@@ -323,6 +323,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         const headers = job.headers
           ? shownJson(() => redact(job.headers, { field: "headers", job }), "headers", job.id)
           : null;
+        const result =
+          job.result === null ? null : shownJson(() => redact(job.result, { field: "result", job }), "result", job.id);
         const moving = job.status === "pending" || job.status === "running";
         return page(
           200,
@@ -331,6 +333,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             payloadTruncated: Math.max(0, text.length - MAX_PAYLOAD_CHARS),
             headers,
             error: redactError(job.last_error, job),
+            result: result === null ? null : result.slice(0, MAX_PAYLOAD_CHARS),
+            progress: job.progress === null ? null : JSON.stringify(job.progress),
           }),
         );
       }
@@ -553,7 +557,7 @@ function normaliseBase(basePath: string): string {
  * can nest deeper than JSON.stringify (or a recursive redactor) can go: that
  * RangeError becomes a note on the page, never a 500 and never unredacted text.
  */
-function shownJson(redacted: () => unknown, field: "payload" | "headers", id: string): string {
+function shownJson(redacted: () => unknown, field: "payload" | "headers" | "result", id: string): string {
   try {
     return JSON.stringify(redacted(), null, 2) ?? "null";
   } catch (error) {

@@ -7,7 +7,7 @@
  */
 
 export interface RedactTarget {
-  field: "payload" | "headers" | "error";
+  field: "payload" | "headers" | "error" | "result" | "logs";
   job: { id: string; queue: string; kind: string };
 }
 

@@ -210,7 +210,14 @@ export function jobsPage(
 export function jobPage(
   ctx: PageContext,
   job: JobRow,
-  shown: { payload: string; payloadTruncated: number; headers: string | null; error: string | null },
+  shown: {
+    payload: string;
+    payloadTruncated: number;
+    headers: string | null;
+    error: string | null;
+    result?: string | null;
+    progress?: string | null;
+  },
 ): SafeHtml {
   const here = `${ctx.base}/jobs/${job.id}`;
   const actions = [
@@ -234,9 +241,11 @@ export function jobPage(
 <dt>Completed</dt><dd>${time(job.completed_at)}</dd>
 <dt>Idempotency key</dt><dd>${job.idempotency_key ?? "—"}</dd>
 <dt>Error fingerprint</dt><dd>${job.error_fingerprint ? html`<a href="${ctx.base}/dead?queue=${encodeURIComponent(job.queue)}">${job.error_fingerprint}</a>` : "—"}</dd>
+<dt>Progress</dt><dd id="job-progress">${shown.progress ?? "—"}</dd>
 </dl>`,
     html`<h2>Payload</h2><pre id="payload">${shown.payload}</pre>${shown.payloadTruncated > 0 ? html`<p class="muted">Truncated: ${shown.payloadTruncated} more characters not shown.</p>` : ""}`,
     shown.headers ? html`<h2>Headers</h2><pre>${shown.headers}</pre>` : "",
+    shown.result ? html`<h2>Result</h2><pre id="result">${shown.result}</pre>` : "",
     html`<h2>Last error</h2>${shown.error ? html`<pre id="last-error">${shown.error}</pre>` : html`<p class="muted">None.</p>`}`,
   ]);
 }

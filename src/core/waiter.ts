@@ -1,0 +1,286 @@
+/**
+ * Waiting for jobs: `skipq.waitFor(id)` and `enqueueAndWait` (docs/jobs.md,
+ * "Waiting for a job"). One waiter per client: a LISTEN connection on the
+ * schema's done channel, and one entry per job waited for, however many
+ * callers wait for it.
+ *
+ * How a finish is never missed: the waiter LISTENs first, then marks the live
+ * job (notify_on_finish); the trigger of migration 0012 announces a marked
+ * job's id when it leaves the live table, at the commit that finishes it. A job
+ * that is not live when marked has already finished, and is read from history
+ * at once. Notifications are only a shortcut: every entry is also read every
+ * `pollMs`, and all of them at once after the LISTEN connection comes back
+ * (a notification sent while it was down is lost).
+ *
+ * Invariants: a caller's promise settles exactly once (result, timeout, abort
+ * or close); an entry lives while it has callers; marking changes nothing about
+ * the job but that its finish is announced.
+ */
+
+import type { Store } from "../db/store.js";
+import { Listener } from "../worker/listener.js";
+import { SkipqError, WaitTimeoutError } from "./errors.js";
+import type { Logger } from "./logger.js";
+import { assertId, type Duration, toMs } from "./validate.js";
+
+export type FinishedStatus = "completed" | "dead" | "cancelled";
+
+/** How a job ended, as `waitFor` and `enqueueAndWait` resolve. */
+export interface WaitResult<R = unknown> {
+  status: FinishedStatus;
+  /** What the handler returned; undefined when it returned nothing (or the job did not complete). */
+  result: R | undefined;
+  /** The job's last error (redacted as stored); null when it has none. */
+  error: string | null;
+}
+
+export interface WaitOptions {
+  /** Give up after this long with WaitTimeoutError (the job is not touched). Default: wait until it finishes. */
+  timeout?: Duration;
+  /** Give up when this aborts, rejecting with its reason. */
+  signal?: AbortSignal;
+}
+
+interface Caller {
+  resolve: (result: WaitResult) => void;
+  reject: (error: unknown) => void;
+  timer: NodeJS.Timeout | undefined;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+interface Entry {
+  callers: Set<Caller>;
+  /** The status last seen (for the timeout's message). */
+  status: string | undefined;
+  /** The live job carries the mark (its finish will be announced). */
+  marked: boolean;
+  /** A read of this job is in flight; another is wanted after it (a notification arrived meanwhile). */
+  reading: boolean;
+  again: boolean;
+}
+
+interface JobState {
+  id: string;
+  status: string;
+  result: unknown;
+  no_result: boolean;
+  last_error: string | null;
+}
+
+export interface WaiterOptions {
+  store: Store;
+  /** For the LISTEN connection; without one, finishes are found by polling alone. */
+  connectionString: string | undefined;
+  logger: Logger;
+  /** Time between reads of every waited-for job. */
+  pollMs: number;
+}
+
+const FINISHED = new Set<string>(["completed", "dead", "cancelled"]);
+
+export class Waiter {
+  private readonly entries = new Map<string, Entry>();
+  private readonly listener: Listener | undefined;
+  private listening: Promise<void> | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private polling = false;
+  private closed = false;
+
+  constructor(private readonly o: WaiterOptions) {
+    if (o.connectionString) {
+      this.listener = new Listener({
+        connectionString: o.connectionString,
+        channel: `${o.store.schema.channel}:done`,
+        logger: o.logger,
+        onNotify: (id) => this.notified(id),
+        // Back after a loss: whatever finished meanwhile was announced to nobody.
+        onConnectionChange: (connected) => {
+          if (connected) for (const id of this.entries.keys()) this.read(id);
+        },
+      });
+    }
+  }
+
+  /** The LISTEN connection's server process id, while connected (tests terminate it). */
+  get listenerPid(): number | undefined {
+    return this.listener?.backendPid;
+  }
+
+  /** Resolves once job `id` is completed, dead or cancelled. */
+  async wait<R = unknown>(id: string | number, options: WaitOptions = {}): Promise<WaitResult<R>> {
+    const jobId = assertId(id);
+    const timeoutMs = options.timeout === undefined ? undefined : toMs("timeout", options.timeout);
+    if (options.signal?.aborted) throw options.signal.reason;
+    if (this.closed) throw closedError();
+    // Listening before the job is marked: its finish can then only be announced to us.
+    this.listening ??= this.listener?.start() ?? Promise.resolve();
+    await this.listening;
+    if (options.signal?.aborted) throw options.signal.reason;
+    if (this.closed) throw closedError();
+    return new Promise<WaitResult<R>>((resolve, reject) => {
+      const caller: Caller = {
+        resolve: resolve as (result: WaitResult) => void,
+        reject,
+        timer: undefined,
+        signal: options.signal,
+        onAbort: undefined,
+      };
+      let entry = this.entries.get(jobId);
+      const fresh = entry === undefined;
+      if (!entry) {
+        entry = { callers: new Set(), status: undefined, marked: false, reading: false, again: false };
+        this.entries.set(jobId, entry);
+      }
+      entry.callers.add(caller);
+      if (timeoutMs !== undefined) {
+        caller.timer = setTimeout(
+          () => this.settle(jobId, caller, new WaitTimeoutError(jobId, timeoutMs, this.entries.get(jobId)?.status)),
+          timeoutMs,
+        );
+      }
+      if (options.signal) {
+        caller.onAbort = () => this.settle(jobId, caller, options.signal?.reason);
+        options.signal.addEventListener("abort", caller.onAbort, { once: true });
+      }
+      this.schedulePoll();
+      if (fresh) void this.markAndRead(jobId);
+    });
+  }
+
+  /** Stops listening and polling; every wait still open rejects. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.pollTimer);
+    for (const [id, entry] of this.entries) for (const caller of entry.callers) this.settle(id, caller, closedError());
+    await this.listener?.stop();
+  }
+
+  private notified(id: string): void {
+    if (this.entries.has(id)) this.read(id);
+  }
+
+  /** Marks a job just waited for, then reads it if it was not live (it finished before the mark). */
+  private async markAndRead(id: string): Promise<void> {
+    try {
+      const { rows } = await this.o.store.query<{ status: string }>(this.o.store.sql.features.jobWaitMark, [id]);
+      const entry = this.entries.get(id);
+      if (!entry) return;
+      if (rows[0]) {
+        entry.status = rows[0].status;
+        entry.marked = true;
+      } else {
+        this.read(id);
+      }
+    } catch (error) {
+      // The poll reads it anyway; only a mark that never lands leaves it to polling alone.
+      this.o.logger.warn({ err: error, jobId: id }, "skipq: could not mark a job as waited for; polling it");
+    }
+  }
+
+  /** Reads one job now (coalesced: one read in flight per job, one more queued at most). */
+  private read(id: string): void {
+    const entry = this.entries.get(id);
+    if (!entry) return;
+    if (entry.reading) {
+      entry.again = true;
+      return;
+    }
+    entry.reading = true;
+    void this.readMany([id]).finally(() => {
+      entry.reading = false;
+      if (entry.again) {
+        entry.again = false;
+        this.read(id);
+      }
+    });
+  }
+
+  private schedulePoll(): void {
+    if (this.pollTimer || this.closed) return;
+    this.pollTimer = setTimeout(() => {
+      this.pollTimer = undefined;
+      void this.poll();
+    }, this.o.pollMs);
+    this.pollTimer.unref();
+  }
+
+  private async poll(): Promise<void> {
+    if (this.polling || this.entries.size === 0) return;
+    this.polling = true;
+    try {
+      await this.readMany([...this.entries.keys()]);
+    } finally {
+      this.polling = false;
+      if (this.entries.size > 0) this.schedulePoll();
+    }
+  }
+
+  /**
+   * Reads jobs and settles the callers of those that finished. A job that is live again (an operator
+   * retried it) is marked again. One that is gone without a trace finished without history (completed
+   * history is off) — or was deleted, which is an error for its callers.
+   */
+  private async readMany(ids: string[]): Promise<void> {
+    try {
+      const sql = this.o.store.sql.features;
+      const { rows } = await this.o.store.query<JobState>(sql.jobWaitRead, [ids]);
+      const seen = new Set<string>();
+      for (const row of rows) {
+        seen.add(row.id);
+        const entry = this.entries.get(row.id);
+        if (!entry) continue;
+        entry.status = row.status;
+        if (!FINISHED.has(row.status)) {
+          // Live again after it finished (an operator retried it): its new row needs the mark.
+          if (!entry.marked) void this.markAndRead(row.id);
+          continue;
+        }
+        const result: WaitResult = {
+          status: row.status as FinishedStatus,
+          result: row.no_result ? undefined : row.result,
+          error: row.last_error,
+        };
+        for (const caller of entry.callers) this.settle(row.id, caller, undefined, result);
+      }
+      const missing = ids.filter((id) => !seen.has(id) && this.entries.has(id));
+      if (missing.length === 0) return;
+      const { rows: settings } = await this.o.store.query<{ keep_completed: boolean }>(sql.settingsKeepCompletedRead);
+      const dropped = settings[0]?.keep_completed === false;
+      for (const id of missing) {
+        const entry = this.entries.get(id);
+        if (!entry) continue;
+        const outcome = dropped
+          ? { result: { status: "completed" as const, result: undefined, error: null } }
+          : {
+              error: new SkipqError(
+                "SKIPQ_NOT_FOUND",
+                entry.status === undefined
+                  ? `job ${id} does not exist (never enqueued, its transaction not committed yet, or pruned)`
+                  : `job ${id} vanished while it was waited for (deleted or pruned)`,
+              ),
+            };
+        for (const caller of entry.callers) this.settle(id, caller, outcome.error, outcome.result);
+      }
+    } catch (error) {
+      this.o.logger.warn(
+        { err: error, jobs: ids.length },
+        "skipq: reading waited-for jobs failed; retrying at the next poll",
+      );
+    }
+  }
+
+  private settle(id: string, caller: Caller, error: unknown, result?: WaitResult): void {
+    const entry = this.entries.get(id);
+    if (!entry?.callers.delete(caller)) return;
+    clearTimeout(caller.timer);
+    if (caller.onAbort) caller.signal?.removeEventListener("abort", caller.onAbort);
+    if (entry.callers.size === 0) this.entries.delete(id);
+    if (result) caller.resolve(result);
+    else caller.reject(error);
+  }
+}
+
+function closedError(): SkipqError {
+  return new SkipqError("SKIPQ_SHUTDOWN", "the skipq client was closed while waiting for a job");
+}
