@@ -62,7 +62,8 @@ export class Skipq {
   readonly jobs: JobStore;
   /** @internal Wakes workers after enqueues that committed on skipq's own pool (coalesced NOTIFY). */
   readonly notifier: Notifier;
-  private readonly enqueuer: Enqueuer;
+  /** @internal Validates and inserts jobs (workers use it for ctx.spawn). */
+  readonly enqueuer: Enqueuer;
   private readonly ownsPool: boolean;
 
   constructor(options: SkipqOptions = {}) {
@@ -123,7 +124,10 @@ export class Skipq {
   ): Promise<EnqueueResult> {
     return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
       const row = await this.enqueuer.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
-      const result = await this.enqueuer.single(row);
+      const result =
+        row.parents === null
+          ? await this.enqueuer.single(row)
+          : ((await this.enqueuer.withParents(this.pool, [row], false))[0] as EnqueueResult);
       span.setAttribute("messaging.message.id", result.id);
       return result;
     });
@@ -138,7 +142,10 @@ export class Skipq {
   ): Promise<EnqueueResult> {
     return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
       const row = await this.enqueuer.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
-      const result = await this.enqueuer.insertOne(tx, row, true);
+      const result =
+        row.parents === null
+          ? await this.enqueuer.insertOne(tx, row, true)
+          : ((await this.enqueuer.withParents(tx, [row], true))[0] as EnqueueResult);
       span.setAttribute("messaging.message.id", result.id);
       return result;
     });
@@ -166,9 +173,12 @@ export class Skipq {
 
   /** `enqueueMany` inside the caller's transaction. */
   enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
-    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) =>
-      this.enqueuer.insertRows(tx, await this.enqueuer.prepareMany(items, traceHeaders), true),
-    );
+    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
+      const rows = await this.enqueuer.prepareMany(items, traceHeaders);
+      return rows.some((r) => r.parents !== null)
+        ? this.enqueuer.withParents(tx, rows, true)
+        : this.enqueuer.insertRows(tx, rows, true);
+    });
   }
 
   /** A worker for this schema; register handlers, then `start()`. */

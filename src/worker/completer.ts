@@ -15,10 +15,10 @@
 import type { BackoffOptions } from "../core/backoff.js";
 import { backoffMs } from "../core/backoff.js";
 import { errorFingerprint, formatError } from "../core/errorFormat.js";
-import type { RetryIn } from "../core/errors.js";
+import { type RetryIn, ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
-import type { JobStore, Settlement } from "../db/jobStore.js";
+import type { InsertRow, JobStore, Settlement } from "../db/jobStore.js";
 import { refused } from "../internal/instance.js";
 import type { Outcome, Running, WorkerStats } from "./types.js";
 import { sleep } from "./wakeup.js";
@@ -38,6 +38,17 @@ export interface CompleterOptions {
   onFlushed: () => void;
   /** Applied to every error text before it is stored. */
   redactError: ErrorRedactor;
+  /**
+   * Workflows: records one success together with the rows its handler spawned, in one transaction; false
+   * when the lease no longer matched (nothing was written).
+   */
+  completeSpawning: (id: string, lease: string, result: string | null, rows: InsertRow[]) => Promise<boolean>;
+}
+
+/** Workflows: a success whose handler spawned jobs; written alone, in its own transaction. */
+interface Spawning {
+  running: Running;
+  rows: InsertRow[];
 }
 
 export class Completer {
@@ -46,6 +57,9 @@ export class Completer {
   /** Successes waiting to be written: ids and their leases, index for index (two arrays: no object per job). */
   private completedIds: string[] = [];
   private completedLeases: string[] = [];
+  /** Their handlers' results (JSON text or null), index for index. */
+  private completedResults: Array<string | null> = [];
+  private spawning: Spawning[] = [];
   private settlements: Settlement[] = [];
   /** Outcomes taken by the flush in progress. */
   private inFlight = 0;
@@ -58,7 +72,7 @@ export class Completer {
 
   /** Outcomes recorded here but not yet written. */
   get backlog(): number {
-    return this.completedIds.length + this.settlements.length + this.inFlight;
+    return this.completedIds.length + this.settlements.length + this.spawning.length + this.inFlight;
   }
 
   /** True while the backlog is at its cap: claim nothing more until it drains. */
@@ -73,8 +87,24 @@ export class Completer {
       this.settlements.push({ id: job.id, lease, action, error: null, delayMs: 0, fingerprint: null, ...fields });
     switch (outcome) {
       case "completed":
+        if (running.spawns) {
+          // Rows of several ctx.spawn calls become one call's rows: positions and { item } refs shifted.
+          const rows: InsertRow[] = [];
+          for (const group of running.spawns) {
+            const at = rows.length;
+            for (const r of group)
+              rows.push({
+                ...r,
+                i: r.i + at,
+                parents: r.parents && { ...r.parents, items: r.parents.items.map((i) => i + at) },
+              });
+          }
+          this.spawning.push({ running, rows });
+          break;
+        }
         this.completedIds.push(job.id);
         this.completedLeases.push(lease);
+        this.completedResults.push(running.result ?? null);
         break;
       case "snoozed":
         settle("snooze", { delayMs: (error as RetryIn).delayMs });
@@ -118,20 +148,22 @@ export class Completer {
   /** Writes every queued outcome; resolves when none is left (or they were given up). */
   async flush(): Promise<void> {
     while (this.flushing) await this.flushing;
-    if (this.completedIds.length === 0 && this.settlements.length === 0) return;
+    if (this.completedIds.length === 0 && this.settlements.length === 0 && this.spawning.length === 0) return;
     this.flushing = this.flushNow().finally(() => {
       this.flushing = undefined;
     });
     await this.flushing;
     this.o.onFlushed();
-    if (this.completedIds.length > 0 || this.settlements.length > 0) await this.flush();
+    if (this.completedIds.length > 0 || this.settlements.length > 0 || this.spawning.length > 0) await this.flush();
   }
 
   private async flushNow(): Promise<void> {
     const ids = this.completedIds.splice(0, this.o.outcomeBatchSize);
     const leases = this.completedLeases.splice(0, this.o.outcomeBatchSize);
+    const results = this.completedResults.splice(0, this.o.outcomeBatchSize);
     const settlements = this.settlements.splice(0, this.o.outcomeBatchSize);
-    this.inFlight = ids.length + settlements.length;
+    const spawning = this.spawning.splice(0, this.o.outcomeBatchSize);
+    this.inFlight = ids.length + settlements.length + spawning.length;
     try {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -143,10 +175,14 @@ export class Completer {
             settlements.length = 0;
           }
           if (ids.length > 0) {
-            const accepted = await this.o.jobs.completeMany(ids, leases);
+            const accepted = await this.o.jobs.completeMany(ids, leases, results);
             this.o.stats.completed += accepted.length;
             this.noteStale(ids, accepted);
             ids.length = 0;
+          }
+          while (spawning.length > 0) {
+            await this.completeSpawning(spawning[0] as Spawning);
+            spawning.shift();
           }
           return;
         } catch (error) {
@@ -165,6 +201,33 @@ export class Completer {
       }
     } finally {
       this.inFlight = 0;
+    }
+  }
+
+  /** Workflows: one success with its spawned rows; rows that can never be enqueued fail the job instead. */
+  private async completeSpawning({ running, rows }: Spawning): Promise<void> {
+    const { job, lease } = running;
+    try {
+      const accepted = await this.o.completeSpawning(job.id, lease, running.result ?? null, rows);
+      if (accepted) this.o.stats.completed++;
+      this.noteStale([job.id], accepted ? [job.id] : []);
+    } catch (error) {
+      if (!(error instanceof ValidationError)) throw error;
+      this.o.stats.failed++;
+      const settled = await this.o.jobs.settleMany([
+        {
+          id: job.id,
+          lease,
+          action: "retry",
+          error: this.errorText(error, job),
+          delayMs: backoffMs(job.attempt, this.o.backoff),
+          fingerprint: errorFingerprint(job.kind, error),
+        },
+      ]);
+      this.noteStale(
+        [job.id],
+        settled.map((r) => r.id),
+      );
     }
   }
 

@@ -8,6 +8,8 @@
  * a job whose lease was lost or that was released at shutdown is never
  * recorded (`detached`); the job leaves `held` before its outcome is queued.
  */
+
+import type { BulkItem } from "../core/enqueue.js";
 import {
   CancelJob,
   FailPermanently,
@@ -19,8 +21,10 @@ import {
 import { type JobDefinition, validatePayload } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import type { Duration } from "../core/validate.js";
+import type { InsertRow } from "../db/jobStore.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
-import type { Handler, Job, JobContext, Outcome, Running, WorkerHooks } from "./types.js";
+import { ClaimedJob } from "./claimedJob.js";
+import type { Handler, Job, JobContext, Outcome, ParentOutcome, Running, WorkerHooks } from "./types.js";
 
 export interface Registered {
   definition?: JobDefinition<unknown>;
@@ -36,6 +40,10 @@ export interface ExecutorOptions {
   heartbeat: (running: Running) => Promise<boolean>;
   pauseKey: (job: Job, until: Date | Duration, key: string | null | undefined) => Promise<Date>;
   record: (running: Running, outcome: Outcome, error: unknown) => void;
+  /** Workflows: a job's parents (ctx.parents). */
+  parents: (job: Job) => Promise<Record<string, ParentOutcome>>;
+  /** Workflows: validates ctx.spawn's children into rows. */
+  prepareSpawn: (children: ReadonlyArray<BulkItem>, then: BulkItem | undefined) => Promise<InsertRow[]>;
   onStart: (job: Job) => void;
   onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown) => void;
 }
@@ -55,15 +63,16 @@ export class Executor {
       const entry = this.o.handlers.get(job.kind);
       if (!entry) throw new UnknownKindError(job.kind, [...this.o.handlers.keys()]);
       const payload = await this.payloadFor(entry, job);
-      const ctx = this.context(running, payload);
+      const parents = job instanceof ClaimedJob && job.parentPolicy !== null ? await this.o.parents(job) : NO_PARENTS;
+      const ctx = this.context(running, payload, parents);
       const result = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
       // A handler that rejects after we stopped waiting must never become an unhandled rejection.
       result.catch(() => undefined);
       const limit = this.o.jobTimeoutMs;
       if (limit === undefined) {
-        await result;
+        running.result = this.encodeResult(await result, job);
       } else {
-        await Promise.race([
+        const value = await Promise.race([
           result,
           new Promise((_, reject) => {
             timer = setTimeout(() => {
@@ -73,6 +82,7 @@ export class Executor {
             }, limit);
           }),
         ]);
+        running.result = this.encodeResult(value, job);
       }
     } catch (error) {
       failure = error;
@@ -106,7 +116,18 @@ export class Executor {
     }
   }
 
-  private context(running: Running, payload: unknown): JobContext {
+  /** A handler's return value as stored (JSON text); undefined or not JSON-encodable: nothing, with a warning. */
+  private encodeResult(value: unknown, job: Job): string | null {
+    if (value === undefined || value === null) return null;
+    try {
+      return JSON.stringify(value) ?? null;
+    } catch (error) {
+      this.o.logger.warn({ err: error, jobId: job.id }, "skipq: the handler's result is not JSON; stored nothing");
+      return null;
+    }
+  }
+
+  private context(running: Running, payload: unknown, parents: Record<string, ParentOutcome>): JobContext {
     const { job, controller } = running;
     const logger = this.o.logger;
     let log: Logger | undefined;
@@ -122,6 +143,11 @@ export class Executor {
       },
       heartbeat: () => this.o.heartbeat(running),
       pauseKey: (until, key) => this.o.pauseKey(job, until, key),
+      parents,
+      spawn: async (children, options) => {
+        const rows = await this.o.prepareSpawn(children, options?.then);
+        running.spawns = [...(running.spawns ?? []), rows];
+      },
       get log() {
         log ??= childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
         return log;
@@ -129,6 +155,8 @@ export class Executor {
     };
   }
 }
+
+const NO_PARENTS: Record<string, ParentOutcome> = Object.freeze({}) as Record<string, ParentOutcome>;
 
 function classify(error: unknown, signal: { aborted: boolean; reason: unknown }): Outcome {
   if (error instanceof RetryIn) return "snoozed";

@@ -6,9 +6,11 @@
 import type { Context as TraceContext } from "@opentelemetry/api";
 import type pg from "pg";
 import type { BackoffOptions } from "../core/backoff.js";
+import type { BulkItem } from "../core/enqueue.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { Duration } from "../core/validate.js";
+import type { InsertRow } from "../db/jobStore.js";
 import type { LocalService, MaintenanceOptions } from "../maintenance/maintainer.js";
 import type { LazyAbortController } from "./lazyAbort.js";
 
@@ -52,6 +54,29 @@ export interface JobContext<P = unknown> {
    * whole queue. Then usually `throw new RetryIn(ms)` to run this job again later.
    */
   pauseKey(until: Date | Duration, key?: string | null): Promise<Date>;
+  /**
+   * Workflows: this job's parents (its `dependsOn`) by id, each with its kind, outcome and result (what its
+   * handler returned). Empty for a job without parents.
+   */
+  parents: Readonly<Record<string, ParentOutcome>>;
+  /**
+   * Workflows: fan-out from a handler. The children (enqueueMany items) and, with `then`, a continuation
+   * job depending on all of them (its onParentFailure applies) are enqueued in the transaction that records
+   * this job's success: they exist if and only if that outcome commits (nothing, if the handler then throws
+   * or the lease was lost). Validated now; may be called more than once.
+   */
+  spawn(children: ReadonlyArray<BulkItem>, options?: { then?: BulkItem }): Promise<void>;
+}
+
+/** Workflows: a parent as its dependent's handler sees it (`ctx.parents`). */
+export interface ParentOutcome {
+  kind: string;
+  /** How the parent ended; null when it is live again (retried by hand) while this job runs anyway. */
+  status: "completed" | "dead" | "cancelled" | null;
+  /** What the parent's handler returned (JSON); null when it returned nothing or its history is gone. */
+  result: unknown;
+  /** The parent's last error, when it died or was cancelled. */
+  error: string | null;
 }
 
 export type Handler<P = unknown> = (payload: P, ctx: JobContext<P>) => unknown | Promise<unknown>;
@@ -174,6 +199,10 @@ export interface Running {
   /** Resolves when the job is settled: its handler ended, or it left the buffer without running. */
   done: Promise<void>;
   settle: () => void;
+  /** What the handler returned, as JSON text (null: nothing). */
+  result?: string | null;
+  /** Workflows: rows its handler spawned (one array per ctx.spawn call), enqueued with its success. */
+  spawns?: InsertRow[][];
 }
 
 export interface WorkerStats {

@@ -152,6 +152,7 @@ describe("failover", () => {
       const stale = await replicaDb.query(queue.skipq.store.sql.jobs.jobCompleteMany.text, [
         [probeOld.rows[0]?.id],
         [leaseOld],
+        null,
       ]);
       front.retarget(newPrimary.port);
       const promotedAt = Date.now();

@@ -156,7 +156,7 @@ class Outcome implements fc.AsyncCommand<Model, Real> {
     const current = job.status === "running" && job.lease === lease;
     let accepted: boolean;
     if (this.kind === "complete") {
-      accepted = (await r.db.query(sql.jobs.jobCompleteMany.text, [[job.id], [lease]])).rowCount === 1;
+      accepted = (await r.db.query(sql.jobs.jobCompleteMany.text, [[job.id], [lease], null])).rowCount === 1;
     } else if (this.kind === "fail") {
       // A retry an hour out: not runnable until the clock is advanced.
       accepted =

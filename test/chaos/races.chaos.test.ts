@@ -131,7 +131,7 @@ describe("races", () => {
         if (reaperFirst) {
           // The reaper locks the row first; the completion waits on it, then finds the lease gone.
           await reaper.query(maintenance.jobReapExpired.text, [1000]);
-          completion = worker.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[job.id], [job.lease]]);
+          completion = worker.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[job.id], [job.lease], null]);
           await until("the completion waits on the reaper's row lock", async () => {
             const { rows: waiting } = await q.db.query(
               "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%WITH done AS%'",
@@ -141,7 +141,7 @@ describe("races", () => {
           await reaper.query("COMMIT");
           staleCompletions += (await completion).rowCount === 0 ? 1 : 0;
         } else {
-          completion = worker.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[job.id], [job.lease]]);
+          completion = worker.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[job.id], [job.lease], null]);
           expect((await completion).rowCount).toBe(1);
           await reaper.query(maintenance.jobReapExpired.text, [1000]);
           await reaper.query("COMMIT");

@@ -130,7 +130,7 @@ describe("pools, scale and time", () => {
         const started = performance.now();
         const { rows } = await q.db.query(q.skipq.store.sql.jobs.jobClaimBatch.text, [["default"], 1, "w", 30_000]);
         times.push(performance.now() - started);
-        await q.db.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[rows[0].id], [rows[0].lease]]);
+        await q.db.query(q.skipq.store.sql.jobs.jobCompleteMany.text, [[rows[0].id], [rows[0].lease], null]);
       }
       return times.slice(20); // warm-up
     };

@@ -84,7 +84,7 @@ async function apply(side: Side, op: Op, protocol: boolean): Promise<unknown> {
     case "complete":
       return protocol
         ? (await t.db.query(`SELECT ${s}.skipq_complete($1, $2) AS ok`, [side.id, lease])).rows[0].ok
-        : (await t.db.query(jobs.jobCompleteMany.text, [[side.id], [lease]])).rowCount === 1;
+        : (await t.db.query(jobs.jobCompleteMany.text, [[side.id], [lease], null])).rowCount === 1;
     case "fail":
       return protocol
         ? (await t.db.query(`SELECT ${s}.skipq_fail($1, $2, $3, $4) AS status`, [side.id, lease, op.error, op.delayMs]))

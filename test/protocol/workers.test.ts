@@ -74,7 +74,7 @@ describe("the SQL protocol functions", () => {
       [first.id, first.lease],
     );
     expect(sql.rows[0]).toEqual({ c: false, f: null, h: false });
-    const ts = await t.db.query(t.skipq.store.sql.jobs.jobCompleteMany.text, [[first.id], [first.lease]]);
+    const ts = await t.db.query(t.skipq.store.sql.jobs.jobCompleteMany.text, [[first.id], [first.lease], null]);
     expect(ts.rowCount).toBe(0);
     expect(
       (await t.db.query(`SELECT status, lease FROM "${t.schema}".all_jobs WHERE id = $1`, [first.id])).rows[0],
@@ -178,7 +178,7 @@ function languageSuite(name: string, command: () => { file: string; prefix: stri
       expect(JSON.parse(stdout)).toMatchObject({ accepted: false });
     }
     // TypeScript's own statement, same stale lease: no row either.
-    const ts = await t.db.query(t.skipq.store.sql.jobs.jobCompleteMany.text, [[old.id], [old.lease]]);
+    const ts = await t.db.query(t.skipq.store.sql.jobs.jobCompleteMany.text, [[old.id], [old.lease], null]);
     expect(ts.rowCount).toBe(0);
     const row = await t.db.query(`SELECT status, lease FROM "${t.schema}".all_jobs`);
     expect(row.rows[0]).toEqual({ status: "running", lease: current.lease });

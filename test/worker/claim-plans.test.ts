@@ -200,7 +200,7 @@ test("outcome and heartbeat statements find their rows by primary key, never by 
   const ids = Array.from({ length: 2000 }, (_, i) => String(i + 1));
   const leases = ids.map(() => "1");
   const statements = {
-    jobCompleteMany: [ids, leases],
+    jobCompleteMany: [ids, leases, null],
     jobSettleMany: [ids, leases, ids.map(() => "retry"), ids.map(() => "e"), ids.map(() => 0), ids.map(() => "f")],
     jobHeartbeatMany: [ids, leases, 30000],
   } as const;

@@ -323,7 +323,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         const headers = job.headers
           ? shownJson(() => redact(job.headers, { field: "headers", job }), "headers", job.id)
           : null;
-        const moving = job.status === "pending" || job.status === "running";
+        const moving = job.status === "waiting" || job.status === "pending" || job.status === "running";
         return page(
           200,
           jobPage(moving ? { ...ctx, refresh: 2 } : ctx, job, {
