@@ -156,3 +156,31 @@ export async function insertWithParents(
   }
   return results;
 }
+
+/** Workflows: a batch's callbacks. Each depends on every job of the batch. */
+export interface BatchOptions<Item> {
+  /** Runs once every job of the batch finished, however it ended (onParentFailure "run"). */
+  onComplete?: Item;
+  /** Runs once every job of the batch completed; cancelled if one dies or is cancelled. */
+  onSuccess?: Item;
+}
+
+/** The items a batch inserts: its jobs, then onComplete and onSuccess (when given), each depending on all jobs. */
+export function batchItems<Item extends { dependsOn?: readonly ParentRef[]; onParentFailure?: ParentFailurePolicy }>(
+  jobs: readonly Item[],
+  options: BatchOptions<Item>,
+): Item[] {
+  if (!Array.isArray(jobs) || jobs.length === 0) {
+    throw new ValidationError("batch needs an array of at least one { job, payload, ...options }");
+  }
+  if (typeof options !== "object" || options === null) throw new ValidationError("batch options must be an object");
+  const all = jobs.map((_, item) => ({ item }));
+  const callback = (item: Item | undefined, policy: ParentFailurePolicy): Item[] => {
+    if (item === undefined) return [];
+    if (item.onParentFailure !== undefined) {
+      throw new ValidationError("a batch callback's onParentFailure is fixed (onComplete: run, onSuccess: cancel)");
+    }
+    return [{ ...item, dependsOn: [...(item.dependsOn ?? []), ...all], onParentFailure: policy }];
+  };
+  return [...jobs, ...callback(options.onComplete, "run"), ...callback(options.onSuccess, "cancel")];
+}

@@ -43,6 +43,7 @@ export type {
   Job,
   JobContext,
   Outcome,
+  ParentOutcome,
   WorkerEvents,
   WorkerHooks,
   WorkerOptions,
