@@ -10,6 +10,8 @@ export { type PostgresJsLike, postgresJsQueryable } from "./adapters/postgresjs.
 export { type PrismaLike, prismaQueryable } from "./adapters/prisma.js";
 export { type BackoffOptions, backoffBaseMs, backoffMs, defaultBackoff } from "./core/backoff.js";
 export {
+  type BatchResult,
+  type BatchStatus,
   type BulkItem,
   type EnqueueOptions,
   type EnqueueResult,
@@ -45,6 +47,7 @@ export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from 
 export { defaultLogger, type Logger, silentLogger } from "./core/logger.js";
 export { defaultErrorRedactor, type ErrorRedactor } from "./core/secrets.js";
 export type { Duration } from "./core/validate.js";
+export type { BatchOptions, ParentFailurePolicy, ParentRef } from "./core/workflow.js";
 export {
   type CronOptions,
   type CronTickResult,
@@ -140,6 +143,7 @@ export {
   type Job,
   type JobContext,
   type Outcome,
+  type ParentOutcome,
   Worker,
   type WorkerEvents,
   type WorkerOptions,

@@ -12,21 +12,48 @@ import { createPool } from "../db/pool.js";
 import type { Queryable } from "../db/queryable.js";
 import { Schema } from "../db/schema.js";
 import { Store } from "../db/store.js";
+import { withTransaction } from "../db/transaction.js";
 import { moveFinishedJobs } from "../maintenance/history.js";
 import { enqueueSpan } from "../ops/telemetry.js";
 import { Worker, type WorkerOptions } from "../worker/worker.js";
 import { copyJobs } from "./copy.js";
 import { type BulkItem, type EnqueueOptions, type EnqueueResult, Enqueuer, type JobRef } from "./enqueue.js";
-import { ValidationError } from "./errors.js";
+import { SkipqError, ValidationError } from "./errors.js";
 import type { PayloadOf } from "./job.js";
 import { defaultLogger, type Logger } from "./logger.js";
 import { Notifier } from "./notifier.js";
 import { assertInt, type Duration, toMs } from "./validate.js";
 import { Waiter, type WaitOptions, type WaitResult } from "./waiter.js";
+import { type BatchOptions, batchItems } from "./workflow.js";
 
 export type { Queryable } from "../db/queryable.js";
 export type { BulkItem, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue.js";
 export type { FinishedStatus, WaitOptions, WaitResult } from "./waiter.js";
+
+/** What `batch` enqueued. */
+export interface BatchResult {
+  /** The batch's id, for `batchStatus`. */
+  id: string;
+  /** Its jobs, in input order. */
+  jobs: EnqueueResult[];
+  onComplete: EnqueueResult | undefined;
+  onSuccess: EnqueueResult | undefined;
+}
+
+/** A batch's progress. */
+export interface BatchStatus {
+  id: string;
+  /** Jobs in the batch (callbacks not included). */
+  total: number;
+  /** Its jobs by status: waiting, pending, running, completed, dead, cancelled (absent: none; pruned jobs are not counted). */
+  counts: Record<string, number>;
+  /** True once every job of the batch finished (completed, dead or cancelled). */
+  finished: boolean;
+  /** The callbacks' job ids (null when not given). */
+  onComplete: string | null;
+  onSuccess: string | null;
+  createdAt: Date;
+}
 
 export interface SkipqOptions {
   /** PostgreSQL connection string; skipq creates and owns a pool. Default: `DATABASE_URL`. */
@@ -70,7 +97,8 @@ export class Skipq {
   readonly jobs: JobStore;
   /** @internal Wakes workers after enqueues that committed on skipq's own pool (coalesced NOTIFY). */
   readonly notifier: Notifier;
-  private readonly enqueuer: Enqueuer;
+  /** @internal Validates and inserts jobs (workers use it for ctx.spawn). */
+  readonly enqueuer: Enqueuer;
   private readonly ownsPool: boolean;
   private readonly waitPollMs: number;
   private waiter: Waiter | undefined;
@@ -134,7 +162,10 @@ export class Skipq {
   ): Promise<EnqueueResult> {
     return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
       const row = await this.enqueuer.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
-      const result = await this.enqueuer.single(row);
+      const result =
+        row.parents === null
+          ? await this.enqueuer.single(row)
+          : ((await this.enqueuer.withParents(this.pool, [row], false))[0] as EnqueueResult);
       span.setAttribute("messaging.message.id", result.id);
       return result;
     });
@@ -149,7 +180,10 @@ export class Skipq {
   ): Promise<EnqueueResult> {
     return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
       const row = await this.enqueuer.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
-      const result = await this.enqueuer.insertOne(tx, row, true);
+      const result =
+        row.parents === null
+          ? await this.enqueuer.insertOne(tx, row, true)
+          : ((await this.enqueuer.withParents(tx, [row], true))[0] as EnqueueResult);
       span.setAttribute("messaging.message.id", result.id);
       return result;
     });
@@ -177,9 +211,58 @@ export class Skipq {
 
   /** `enqueueMany` inside the caller's transaction. */
   enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
-    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) =>
-      this.enqueuer.insertRows(tx, await this.enqueuer.prepareMany(items, traceHeaders), true),
-    );
+    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
+      const rows = await this.enqueuer.prepareMany(items, traceHeaders);
+      return rows.some((r) => r.parents !== null)
+        ? this.enqueuer.withParents(tx, rows, true)
+        : this.enqueuer.insertRows(tx, rows, true);
+    });
+  }
+
+  /**
+   * Workflows: enqueue `jobs` as a batch, in one transaction, with callbacks that depend on every one of
+   * them: `onComplete` runs once all finished (whatever the outcome; its ctx.parents shows each),
+   * `onSuccess` once all completed (cancelled if one dies or is cancelled). Follow it with `batchStatus`.
+   */
+  batch(jobs: ReadonlyArray<BulkItem>, options: BatchOptions<BulkItem> = {}): Promise<BatchResult> {
+    return enqueueSpan(undefined, Array.isArray(jobs) ? jobs.length : 0, async (_, traceHeaders) => {
+      const rows = await this.enqueuer.prepareMany(batchItems(jobs, options), traceHeaders);
+      return withTransaction(this.pool, async (tx) => {
+        const results = await this.enqueuer.withParents(tx, rows, true);
+        const own = results.slice(0, jobs.length);
+        const callbacks = results.slice(jobs.length);
+        const onComplete = options.onComplete === undefined ? undefined : callbacks.shift();
+        const onSuccess = options.onSuccess === undefined ? undefined : callbacks.shift();
+        const { rows: made } = await this.store.query<{ id: string }>(
+          this.store.sql.workflows.batchInsert,
+          [own.map((r) => r.id), onComplete?.id ?? null, onSuccess?.id ?? null],
+          tx,
+        );
+        return { id: (made[0] as { id: string }).id, jobs: own, onComplete, onSuccess };
+      });
+    });
+  }
+
+  /** Workflows: a batch's jobs counted by status (live and finished), and its callbacks' ids. */
+  async batchStatus(id: string | number): Promise<BatchStatus> {
+    const batchId = String(id);
+    if (!/^[1-9][0-9]{0,18}$/.test(batchId))
+      throw new ValidationError(`batch id must be a positive integer, got ${batchId}`);
+    const { rows } = await this.store.query(this.store.sql.workflows.batchStatus, [batchId]);
+    const r = rows[0];
+    if (!r) throw new SkipqError("SKIPQ_NOT_FOUND", `batch ${batchId} does not exist`);
+    const counts: Record<string, number> = {};
+    for (const [status, n] of Object.entries(r.counts as Record<string, number>)) counts[status] = Number(n);
+    const finished = (counts.completed ?? 0) + (counts.dead ?? 0) + (counts.cancelled ?? 0);
+    return {
+      id: batchId,
+      total: Number(r.total),
+      counts,
+      finished: finished === Number(r.total),
+      onComplete: r.on_complete,
+      onSuccess: r.on_success,
+      createdAt: r.created_at,
+    };
   }
 
   /**

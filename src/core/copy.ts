@@ -43,6 +43,11 @@ export async function copyJobs(pool: pg.Pool, schema: Schema, rows: readonly Ins
       "enqueueMany with { returning: false } takes no idempotency keys (a taken key would fail the whole copy); drop returning: false to use keys",
     );
   }
+  if (rows.some((r) => r.parents !== null)) {
+    throw new ValidationError(
+      "enqueueMany with { returning: false } takes no dependsOn (waiting jobs are linked to their parents by id); drop returning: false",
+    );
+  }
   if (rows.length === 0) return 0;
   return withTransaction(pool, async (tx) => {
     const { rows: clock } = await tx.query<{ now: Date }>("SELECT now() AS now");

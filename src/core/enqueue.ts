@@ -28,6 +28,7 @@ import {
   encodePayload,
   toMs,
 } from "./validate.js";
+import { insertWithParents, type ParentFailurePolicy, type ParentRef, parentRefs } from "./workflow.js";
 
 export interface EnqueueOptions {
   /** Queue name. Default: the job definition's queue, else "default". */
@@ -50,6 +51,19 @@ export interface EnqueueOptions {
    * 1-256 characters, no control characters. Default: none (only queue-wide limits apply).
    */
   concurrencyKey?: string;
+  /**
+   * Workflows: the jobs this one waits for. It is created `waiting` and runs once every parent completed
+   * (see onParentFailure); its handler sees their results in `ctx.parents`. Job ids, or in enqueueMany
+   * `{ item: i }` for the i-th job of the same call. An unknown parent or a cycle is a ValidationError and
+   * nothing is written. Default: none.
+   */
+  dependsOn?: readonly ParentRef[];
+  /**
+   * Workflows: when a parent dies or is cancelled — "cancel" this job (and its own dependents, the reason
+   * naming the parent), "run" it anyway (ctx.parents shows the failure), or "wait" until the parent is
+   * retried by hand and completes. Only with dependsOn. Default "cancel".
+   */
+  onParentFailure?: ParentFailurePolicy;
 }
 
 export interface EnqueueResult {
@@ -151,8 +165,19 @@ export class Enqueuer {
     return { id: existing, created: false };
   }
 
+  /**
+   * Workflows: rows some of which wait for parents, on `db`. `inTx`: `db` is the caller's transaction;
+   * otherwise a transaction of skipq's pool, so the rows and their links commit together.
+   */
+  withParents(db: Queryable, rows: InsertRow[], inTx: boolean): Promise<EnqueueResult[]> {
+    const insert = (tx: Queryable) =>
+      insertWithParents(this.jobs, tx, rows, (d, plain) => this.insertRows(d, plain, true), BULK_CHUNK);
+    return inTx ? insert(db) : withTransaction(this.pool, insert);
+  }
+
   /** Many rows on skipq's pool: one transaction when they span several chunks. */
   async many(rows: InsertRow[]): Promise<EnqueueResult[]> {
+    if (rows.some((r) => r.parents !== null)) return this.withParents(this.pool, rows, false);
     if (rows.length <= BULK_CHUNK) return this.insertRows(this.pool, rows, false);
     const results = await withTransaction(this.pool, (tx) => this.insertRows(tx, rows, true, false));
     for (const queue of dueQueues(rows)) this.notifier.nudge(queue);
@@ -187,18 +212,22 @@ export class Enqueuer {
     const rows: InsertRow[] = new Array(items.length);
     for (let i = 0; i < items.length; i++) {
       const item = items[i] as BulkItem;
-      rows[i] = await this.prepare(item.job, item.payload, item, i, traceHeaders);
+      rows[i] = await this.prepare(item.job, item.payload, item, i, traceHeaders, items.length);
     }
     return rows;
   }
 
-  /** Validates one call and encodes it as a row; throws before any SQL on bad input. */
+  /**
+   * Validates one call and encodes it as a row; throws before any SQL on bad input. `items`: the size of the
+   * call this row is part of (enqueueMany), so dependsOn may name its other items.
+   */
   async prepare(
     job: JobRef<unknown>,
     payload: unknown,
     options: EnqueueOptions,
     i: number,
     traceHeaders: TraceHeaders,
+    items?: number,
   ): Promise<InsertRow> {
     const definition = typeof job === "string" ? { kind: assertName("kind", job) } : job;
     if (typeof definition !== "object" || definition === null || typeof definition.kind !== "string") {
@@ -232,6 +261,7 @@ export class Enqueuer {
       key,
       headers,
       concurrencyKey,
+      parents: parentRefs(options, i, items),
     };
   }
 }

@@ -17,6 +17,7 @@ import { opsStatements } from "./sql/ops.js";
 import { outboxStatements } from "./sql/outbox.js";
 import { sagaStatements } from "./sql/sagas.js";
 import { schedulerStatements } from "./sql/scheduler.js";
+import { workflowStatements } from "./sql/workflows.js";
 
 function build(schema: Schema) {
   return {
@@ -39,6 +40,8 @@ function build(schema: Schema) {
     /** Dashboard sessions. */
     dashboard: dashboardStatements(schema),
     sagas: sagaStatements(schema),
+    /** Dependencies between jobs (dependsOn, spawn, batches). */
+    workflows: workflowStatements(schema),
     migrations: migrationStatements(schema),
   };
 }

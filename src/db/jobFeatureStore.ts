@@ -4,6 +4,7 @@
  * `JobStore`, it shapes values and rows and decides nothing about when to
  * call them.
  */
+import type { Queryable } from "./queryable.js";
 import type { Store } from "./store.js";
 
 export class JobFeatureStore {
@@ -13,17 +14,21 @@ export class JobFeatureStore {
     return this.store.sql.features;
   }
 
-  /** Records successes with results (JSON texts, index for index); returns the ids whose lease still matched. */
+  /**
+   * Records successes with results (JSON texts, index for index); returns the ids whose lease still matched.
+   * `db`: a transaction (a handler's spawns commit with its outcome).
+   */
   async completeManyWithResults(
     ids: readonly string[],
     leases: readonly string[],
     results: readonly string[],
+    db?: Queryable,
   ): Promise<string[]> {
-    const { rows } = await this.store.query<{ id: string }>(this.sql.jobCompleteManyWithResults, [
-      ids,
-      leases,
-      results,
-    ]);
+    const { rows } = await this.store.query<{ id: string }>(
+      this.sql.jobCompleteManyWithResults,
+      [ids, leases, results],
+      db,
+    );
     return rows.map((r) => r.id);
   }
 

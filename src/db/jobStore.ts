@@ -36,6 +36,8 @@ export interface ClaimedRow {
   headers: Record<string, string> | null;
   concurrency_key: string | null;
   locked_at: string;
+  /** Workflows: the job's onParentFailure, null when it has no parents. */
+  on_parent_failure: string | null;
 }
 
 /** Every outcome but success: recorded together by `settleMany`. */
@@ -66,6 +68,24 @@ export interface InsertRow {
   /** Encoded JSON object, or null. */
   headers: string | null;
   concurrencyKey: string | null;
+  /** Workflows: the jobs this one waits for, or null (a plain job). */
+  parents: ParentRefs | null;
+}
+
+/** Workflows: a dependent row's parents — existing job ids, and positions of rows inserted in the same call. */
+export interface ParentRefs {
+  ids: string[];
+  items: number[];
+  policy: "cancel" | "run" | "wait";
+}
+
+/** A parent as `ctx.parents` shows it. */
+export interface ParentRow {
+  id: string;
+  kind: string;
+  status: "completed" | "dead" | "cancelled" | null;
+  result: unknown;
+  last_error: string | null;
 }
 
 export class JobStore {
@@ -108,9 +128,13 @@ export class JobStore {
     return new Set(rows.map((r) => r.name));
   }
 
-  /** Records successes (`ids[i]` under `leases[i]`); returns the ids whose lease still matched. */
-  async completeMany(ids: readonly string[], leases: readonly string[]): Promise<string[]> {
-    const { rows } = await this.store.query<{ id: string }>(this.sql.jobCompleteMany, [ids, leases]);
+  /**
+   * Records successes (`ids[i]` under `leases[i]`; jobs with a result go through the feature store's
+   * completeManyWithResults); returns the ids whose lease still matched. `db`: a transaction (a handler's
+   * spawns commit with its outcome).
+   */
+  async completeMany(ids: readonly string[], leases: readonly string[], db?: Queryable): Promise<string[]> {
+    const { rows } = await this.store.query<{ id: string }>(this.sql.jobCompleteMany, [ids, leases], db);
     return rows.map((r) => r.id);
   }
 
@@ -166,12 +190,7 @@ export class JobStore {
    * inserted (false: its idempotency key was taken — by an earlier job, or an earlier row of `rows`).
    */
   async insertMany(db: Queryable, rows: readonly InsertRow[]): Promise<Array<{ id: string; created: boolean }>> {
-    const json = `[${rows
-      .map(
-        (r) =>
-          `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${r.runAt === null ? "null" : JSON.stringify(r.runAt)},"delay_ms":${r.delayMs},"key":${r.key === null ? "null" : JSON.stringify(r.key)},"headers":${r.headers ?? "null"},"ckey":${r.concurrencyKey === null ? "null" : JSON.stringify(r.concurrencyKey)}}`,
-      )
-      .join(",")}]`;
+    const json = rowsJson(rows);
     if (rows.some((r) => r.key !== null)) {
       const { rows: out } = await this.store.query<{ id: string; created: boolean }>(
         this.sql.jobInsertManyKeyed,
@@ -186,6 +205,42 @@ export class JobStore {
       .map((r) => r.id)
       .sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0))
       .map((id) => ({ id, created: true }));
+  }
+
+  /** Workflows: inserts rows as waiting jobs (up to 5,000); in input order, each one's id and whether it was inserted. */
+  async insertWaiting(db: Queryable, rows: readonly InsertRow[]): Promise<Array<{ id: string; created: boolean }>> {
+    const { rows: out } = await this.store.query<{ id: string; created: boolean }>(
+      this.store.sql.workflows.jobInsertWaiting,
+      [rowsJson(rows)],
+      db,
+    );
+    return out.map((r) => ({ id: r.id, created: r.created }));
+  }
+
+  /** Workflows: the parents `ids` that exist, live ones locked until `db`'s transaction ends. */
+  async parentsLock(db: Queryable, ids: readonly string[]): Promise<Map<string, { kind: string; status: string }>> {
+    const { rows } = await this.store.query<{ id: string; kind: string; status: string }>(
+      this.store.sql.workflows.parentsLock,
+      [ids],
+      db,
+    );
+    return new Map(rows.map((r) => [r.id, { kind: r.kind, status: r.status }]));
+  }
+
+  /** Workflows: child `children[i]` waits for `parents[i]`; returns how many children became pending at once. */
+  async link(db: Queryable, children: readonly string[], parents: readonly string[]): Promise<number> {
+    const { rows } = await this.store.query<{ released: number }>(
+      this.store.sql.workflows.jobLink,
+      [children, parents],
+      db,
+    );
+    return rows[0]?.released ?? 0;
+  }
+
+  /** Workflows: the parents of job `id`, with their outcomes and results. */
+  async parentsOf(id: string): Promise<ParentRow[]> {
+    const { rows } = await this.store.query<ParentRow>(this.store.sql.workflows.jobParents, [id]);
+    return rows;
   }
 
   /** The job holding an idempotency key, if any. */
@@ -203,6 +258,17 @@ export class JobStore {
   async notifyCommitted(queues: readonly string[]): Promise<void> {
     await this.store.query(this.sql.queueNotifyAfterCommit, [this.store.schema.channel, queues]);
   }
+}
+
+/** Rows as the JSON array the many-row statements read with jsonb_to_recordset (one parameter for any count). */
+function rowsJson(rows: readonly InsertRow[]): string {
+  const text = (v: string | null) => (v === null ? "null" : JSON.stringify(v));
+  return `[${rows
+    .map(
+      (r) =>
+        `{"i":${r.i},"queue":${JSON.stringify(r.queue)},"kind":${JSON.stringify(r.kind)},"payload":${r.payload},"priority":${r.priority},"max_attempts":${r.maxAttempts},"run_at":${text(r.runAt)},"delay_ms":${r.delayMs},"key":${text(r.key)},"headers":${r.headers ?? "null"},"ckey":${text(r.concurrencyKey)},"policy":${text(r.parents?.policy ?? null)}}`,
+    )
+    .join(",")}]`;
 }
 
 /** A row's values as the single-insert statements take them ($1–$10). */

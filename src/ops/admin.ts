@@ -84,6 +84,7 @@ export class Admin {
       queue: r.queue,
       pending: Number(r.pending),
       scheduled: Number(r.scheduled),
+      waiting: Number(r.waiting),
       running: Number(r.running),
       completed: Number(r.completed),
       dead: Number(r.dead),
@@ -108,14 +109,14 @@ export class Admin {
   }
 
   /**
-   * Cancels a pending or running job; it ends `cancelled` and is never retried. The worker running it is
+   * Cancels a waiting, pending or running job (a workflow job's dependents follow its onParentFailure); it ends `cancelled` and is never retried. The worker running it is
    * notified and aborts the handler's signal at once (or at its next heartbeat if it missed the notification);
    * its outcome is rejected.
    */
   async cancelJob(id: string | number): Promise<void> {
     const jobId = assertId(id);
     const { rowCount } = await this.store.query(this.sql.jobCancel, [jobId, this.store.schema.channel]);
-    if (rowCount === 0) throw await this.notActionable(jobId, "cancelled", "pending or running");
+    if (rowCount === 0) throw await this.notActionable(jobId, "cancelled", "waiting, pending or running");
   }
 
   /**
@@ -182,6 +183,7 @@ export class Admin {
       queue: r.queue,
       pending: r.pending,
       scheduled: r.scheduled,
+      waiting: r.waiting,
       running: r.running,
       dead: r.dead,
       completedLastHour: r.completed_last_hour,

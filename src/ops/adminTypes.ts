@@ -4,8 +4,9 @@
  */
 import type { Duration } from "../core/validate.js";
 
-export type JobStatus = "pending" | "running" | "completed" | "dead" | "cancelled";
-export const JOB_STATUSES: readonly JobStatus[] = ["pending", "running", "completed", "dead", "cancelled"];
+/** `waiting`: a workflow job whose parents have not all completed (never claimed until they have). */
+export type JobStatus = "waiting" | "pending" | "running" | "completed" | "dead" | "cancelled";
+export const JOB_STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "completed", "dead", "cancelled"];
 
 /**
  * A job as stored. Timestamps are what node-postgres makes of them: a plain-SQL
@@ -82,6 +83,8 @@ export interface QueueStats {
   pending: number;
   /** Pending with run_at in the future. */
   scheduled: number;
+  /** Workflow jobs waiting for their parents. */
+  waiting: number;
   running: number;
   completed: number;
   dead: number;
@@ -107,6 +110,8 @@ export interface QueueOverview {
   pending: number;
   /** Pending with run_at in the future. */
   scheduled: number;
+  /** Workflow jobs waiting for their parents. */
+  waiting: number;
   running: number;
   dead: number;
   completedLastHour: number;

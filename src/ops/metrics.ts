@@ -242,7 +242,7 @@ export class SkipqMetrics {
     const metrics = this;
     new Gauge({
       name: "skipq_queue_jobs",
-      help: "Jobs by queue and status (pending = runnable now, scheduled = pending in the future, running, dead)",
+      help: "Jobs by queue and status (pending = runnable now, scheduled = pending in the future, waiting = for parent jobs, running, dead)",
       labelNames: ["queue", "status"],
       registers,
       async collect() {
@@ -252,6 +252,7 @@ export class SkipqMetrics {
         for (const q of snap.queues) {
           this.set({ queue: q.queue, status: "pending" }, q.pending);
           this.set({ queue: q.queue, status: "scheduled" }, q.scheduled);
+          this.set({ queue: q.queue, status: "waiting" }, q.waiting);
           this.set({ queue: q.queue, status: "running" }, q.running);
           this.set({ queue: q.queue, status: "dead" }, q.dead);
         }

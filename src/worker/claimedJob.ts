@@ -31,6 +31,8 @@ export class ClaimedJob implements Job {
   readonly headers: Record<string, string>;
   readonly lease: string;
   readonly concurrencyKey: string | null;
+  /** Workflows: the job's onParentFailure, null when it has no parents (then ctx.parents is empty, unread). */
+  readonly parentPolicy: string | null;
   private readonly runAtText: string;
   private readonly createdAtText: string;
   private runAtDate: Date | undefined;
@@ -47,6 +49,7 @@ export class ClaimedJob implements Job {
     this.headers = row.headers ?? {};
     this.lease = row.lease;
     this.concurrencyKey = row.concurrency_key;
+    this.parentPolicy = row.on_parent_failure ?? null;
     this.runAtText = row.run_at;
     this.createdAtText = row.created_at;
   }

@@ -15,11 +15,11 @@
 import type { BackoffOptions } from "../core/backoff.js";
 import { backoffMs } from "../core/backoff.js";
 import { errorFingerprint, formatError } from "../core/errorFormat.js";
-import type { RetryIn } from "../core/errors.js";
+import { type RetryIn, ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
-import type { JobStore, Settlement } from "../db/jobStore.js";
+import type { InsertRow, JobStore, Settlement } from "../db/jobStore.js";
 import { refused } from "../internal/instance.js";
 import type { Outcome, Running, WorkerStats } from "./types.js";
 import { sleep } from "./wakeup.js";
@@ -41,6 +41,18 @@ export interface CompleterOptions {
   onFlushed: () => void;
   /** Applied to every error text before it is stored. */
   redactError: ErrorRedactor;
+  /**
+   * Workflows: records one success together with the rows its handler spawned, in one transaction; false
+   * when the lease no longer matched (nothing was written).
+   */
+  completeSpawning: (id: string, lease: string, result: string | null, rows: InsertRow[]) => Promise<boolean>;
+}
+
+/** Workflows: a success whose handler spawned jobs; written alone, in its own transaction. */
+interface Spawning {
+  running: Running;
+  rows: InsertRow[];
+  result: string | null;
 }
 
 export class Completer {
@@ -53,6 +65,7 @@ export class Completer {
   private resultIds: string[] = [];
   private resultLeases: string[] = [];
   private results: string[] = [];
+  private spawning: Spawning[] = [];
   private settlements: Settlement[] = [];
   /** Outcomes taken by the flush in progress. */
   private inFlight = 0;
@@ -65,7 +78,9 @@ export class Completer {
 
   /** Outcomes recorded here but not yet written. */
   get backlog(): number {
-    return this.completedIds.length + this.resultIds.length + this.settlements.length + this.inFlight;
+    return (
+      this.completedIds.length + this.resultIds.length + this.settlements.length + this.spawning.length + this.inFlight
+    );
   }
 
   /** True while the backlog is at its cap: claim nothing more until it drains. */
@@ -83,7 +98,20 @@ export class Completer {
       this.settlements.push({ id: job.id, lease, action, error: null, delayMs: 0, fingerprint: null, ...fields });
     switch (outcome) {
       case "completed":
-        if (result === undefined) {
+        if (running.spawns) {
+          // Rows of several ctx.spawn calls become one call's rows: positions and { item } refs shifted.
+          const rows: InsertRow[] = [];
+          for (const group of running.spawns) {
+            const at = rows.length;
+            for (const r of group)
+              rows.push({
+                ...r,
+                i: r.i + at,
+                parents: r.parents && { ...r.parents, items: r.parents.items.map((i) => i + at) },
+              });
+          }
+          this.spawning.push({ running, rows, result: result ?? null });
+        } else if (result === undefined) {
           this.completedIds.push(job.id);
           this.completedLeases.push(lease);
         } else {
@@ -144,7 +172,12 @@ export class Completer {
   }
 
   private get unflushed(): boolean {
-    return this.completedIds.length > 0 || this.resultIds.length > 0 || this.settlements.length > 0;
+    return (
+      this.completedIds.length > 0 ||
+      this.resultIds.length > 0 ||
+      this.settlements.length > 0 ||
+      this.spawning.length > 0
+    );
   }
 
   private async flushNow(): Promise<void> {
@@ -154,7 +187,8 @@ export class Completer {
     const resultIds = this.resultIds.splice(0, this.o.outcomeBatchSize);
     const resultLeases = this.resultLeases.splice(0, this.o.outcomeBatchSize);
     const results = this.results.splice(0, this.o.outcomeBatchSize);
-    this.inFlight = ids.length + resultIds.length + settlements.length;
+    const spawning = this.spawning.splice(0, this.o.outcomeBatchSize);
+    this.inFlight = ids.length + resultIds.length + settlements.length + spawning.length;
     try {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -177,13 +211,17 @@ export class Completer {
             this.noteStale(resultIds, accepted);
             resultIds.length = 0;
           }
+          while (spawning.length > 0) {
+            await this.completeSpawning(spawning[0] as Spawning);
+            spawning.shift();
+          }
           return;
         } catch (error) {
           this.o.onWarning(error);
           // Outcomes are retried until their leases would have expired anyway; then the reaper takes over.
           if (attempt * 250 > this.o.lockTimeoutMs || this.o.stopped()) {
             this.o.logger.error(
-              { err: error, jobs: ids.length + resultIds.length + settlements.length },
+              { err: error, jobs: ids.length + resultIds.length + settlements.length + spawning.length },
               "skipq: could not record outcomes; their leases will expire and the jobs run again",
             );
             return;
@@ -194,6 +232,33 @@ export class Completer {
       }
     } finally {
       this.inFlight = 0;
+    }
+  }
+
+  /** Workflows: one success with its spawned rows; rows that can never be enqueued fail the job instead. */
+  private async completeSpawning({ running, rows, result }: Spawning): Promise<void> {
+    const { job, lease } = running;
+    try {
+      const accepted = await this.o.completeSpawning(job.id, lease, result, rows);
+      if (accepted) this.o.stats.completed++;
+      this.noteStale([job.id], accepted ? [job.id] : []);
+    } catch (error) {
+      if (!(error instanceof ValidationError)) throw error;
+      this.o.stats.failed++;
+      const settled = await this.o.jobs.settleMany([
+        {
+          id: job.id,
+          lease,
+          action: "retry",
+          error: this.errorText(error, job),
+          delayMs: backoffMs(job.attempt, this.o.backoff),
+          fingerprint: errorFingerprint(job.kind, error),
+        },
+      ]);
+      this.noteStale(
+        [job.id],
+        settled.map((r) => r.id),
+      );
     }
   }
 

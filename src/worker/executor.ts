@@ -8,6 +8,8 @@
  * a job whose lease was lost or that was released at shutdown is never
  * recorded (`detached`); the job leaves `held` before its outcome is queued.
  */
+
+import type { BulkItem } from "../core/enqueue.js";
 import {
   CancelJob,
   FailPermanently,
@@ -19,8 +21,10 @@ import {
 import { type JobDefinition, validatePayload } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { type Duration, encodeProgress, encodeResult } from "../core/validate.js";
+import type { InsertRow } from "../db/jobStore.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
-import type { Handler, Job, JobContext, Outcome, Running, WorkerHooks } from "./types.js";
+import { ClaimedJob } from "./claimedJob.js";
+import type { Handler, Job, JobContext, Outcome, ParentOutcome, Running, WorkerHooks } from "./types.js";
 
 export interface Registered {
   definition?: JobDefinition<unknown>;
@@ -42,6 +46,10 @@ export interface ExecutorOptions {
   settleProgress: (running: Running) => Promise<void>;
   pauseKey: (job: Job, until: Date | Duration, key: string | null | undefined) => Promise<Date>;
   record: (running: Running, outcome: Outcome, error: unknown, result?: string) => void;
+  /** Workflows: a job's parents (ctx.parents). */
+  parents: (job: Job) => Promise<Record<string, ParentOutcome>>;
+  /** Workflows: validates ctx.spawn's children into rows. */
+  prepareSpawn: (children: ReadonlyArray<BulkItem>, then: BulkItem | undefined) => Promise<InsertRow[]>;
   onStart: (job: Job) => void;
   onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown) => void;
 }
@@ -63,7 +71,8 @@ export class Executor {
       const entry = this.o.handlers.get(job.kind);
       if (!entry) throw new UnknownKindError(job.kind, [...this.o.handlers.keys()]);
       const payload = await this.payloadFor(entry, job);
-      const ctx = this.context(running, payload);
+      const parents = job instanceof ClaimedJob && job.parentPolicy !== null ? await this.o.parents(job) : NO_PARENTS;
+      const ctx = this.context(running, payload, parents);
       const handled = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
       // A handler that rejects after we stopped waiting must never become an unhandled rejection.
       handled.catch(() => undefined);
@@ -118,7 +127,7 @@ export class Executor {
     }
   }
 
-  private context(running: Running, payload: unknown): JobContext {
+  private context(running: Running, payload: unknown, parents: Record<string, ParentOutcome>): JobContext {
     const { job, controller } = running;
     const logger = this.o.logger;
     let log: Logger | undefined;
@@ -135,6 +144,11 @@ export class Executor {
       heartbeat: () => this.o.heartbeat(running),
       pauseKey: (until, key) => this.o.pauseKey(job, until, key),
       progress: async (value) => this.o.progress(running, value, encodeProgress(value)),
+      parents,
+      spawn: async (children, options) => {
+        const rows = await this.o.prepareSpawn(children, options?.then);
+        running.spawns = [...(running.spawns ?? []), rows];
+      },
       get log() {
         log ??= childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
         return log;
@@ -142,6 +156,8 @@ export class Executor {
     };
   }
 }
+
+const NO_PARENTS: Record<string, ParentOutcome> = Object.freeze({}) as Record<string, ParentOutcome>;
 
 function classify(error: unknown, signal: { aborted: boolean; reason: unknown }): Outcome {
   if (error instanceof RetryIn) return "snoozed";

@@ -6,9 +6,11 @@
 import type { Context as TraceContext } from "@opentelemetry/api";
 import type pg from "pg";
 import type { BackoffOptions } from "../core/backoff.js";
+import type { BulkItem } from "../core/enqueue.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { Duration } from "../core/validate.js";
+import type { InsertRow } from "../db/jobStore.js";
 import type { LocalService, MaintenanceOptions } from "../maintenance/maintainer.js";
 import type { LazyAbortController } from "./lazyAbort.js";
 
@@ -59,6 +61,29 @@ export interface JobContext<P = unknown> {
    * you like: the writes are coalesced. Resolves once noted; rejects with ValidationError on a bad value.
    */
   progress(value: number | Record<string, unknown>): Promise<void>;
+  /**
+   * Workflows: this job's parents (its `dependsOn`) by id, each with its kind, outcome and result (what its
+   * handler returned). Empty for a job without parents.
+   */
+  parents: Readonly<Record<string, ParentOutcome>>;
+  /**
+   * Workflows: fan-out from a handler. The children (enqueueMany items) and, with `then`, a continuation
+   * job depending on all of them (its onParentFailure applies) are enqueued in the transaction that records
+   * this job's success: they exist if and only if that outcome commits (nothing, if the handler then throws
+   * or the lease was lost). Validated now; may be called more than once.
+   */
+  spawn(children: ReadonlyArray<BulkItem>, options?: { then?: BulkItem }): Promise<void>;
+}
+
+/** Workflows: a parent as its dependent's handler sees it (`ctx.parents`). */
+export interface ParentOutcome {
+  kind: string;
+  /** How the parent ended; null when it is live again (retried by hand) while this job runs anyway. */
+  status: "completed" | "dead" | "cancelled" | null;
+  /** What the parent's handler returned (JSON); null when it returned nothing or its history is gone. */
+  result: unknown;
+  /** The parent's last error, when it died or was cancelled. */
+  error: string | null;
 }
 
 /**
@@ -202,6 +227,8 @@ export interface Running {
   progress?: string;
   /** `progress` is not written yet. */
   progressDirty?: boolean;
+  /** Workflows: rows its handler spawned (one array per ctx.spawn call), enqueued with its success. */
+  spawns?: InsertRow[][];
 }
 
 export interface WorkerStats {

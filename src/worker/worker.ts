@@ -13,7 +13,8 @@
  */
 import { EventEmitter } from "node:events";
 import type pg from "pg";
-import { SkipqError } from "../core/errors.js";
+import type { BulkItem, Enqueuer } from "../core/enqueue.js";
+import { SkipqError, ValidationError } from "../core/errors.js";
 import type { JobDefinition, PayloadOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { defaultErrorRedactor } from "../core/secrets.js";
@@ -23,6 +24,7 @@ import { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { JobStore } from "../db/jobStore.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import type { Store } from "../db/store.js";
+import { withTransaction } from "../db/transaction.js";
 import { pauseTarget } from "../flow/pause.js";
 import { Maintainer } from "../maintenance/maintainer.js";
 import { Claimer } from "./claimer.js";
@@ -33,7 +35,7 @@ import { Leases } from "./leases.js";
 import { Listener } from "./listener.js";
 import { Presence } from "./presence.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
-import type { Handler, Job, Running, WorkerEvents, WorkerOptions, WorkerStats } from "./types.js";
+import type { Handler, Job, ParentOutcome, Running, WorkerEvents, WorkerOptions, WorkerStats } from "./types.js";
 import { backoffWait, delay } from "./wakeup.js";
 
 export type {
@@ -42,6 +44,7 @@ export type {
   Job,
   JobContext,
   Outcome,
+  ParentOutcome,
   WorkerEvents,
   WorkerHooks,
   WorkerOptions,
@@ -54,6 +57,8 @@ export interface WorkerHost {
   pool: pg.Pool;
   connectionString: string | undefined;
   logger: Logger;
+  /** The client's enqueuer, for ctx.spawn (workflows). */
+  enqueuer?: Enqueuer;
 }
 
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -132,6 +137,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
       // Under limits a slot is free only once its outcome is recorded, and a full backlog blocks claims
       // until written: claim again now, not at the next poll.
       onFlushed: () => this.fetcher.wakeup.wake(),
+      completeSpawning: (id, lease, result, rows) =>
+        withTransaction(pool, async (tx) => {
+          const accepted =
+            result === null
+              ? await jobs.completeMany([id], [lease], tx)
+              : await features.completeManyWithResults([id], [lease], [result], tx);
+          if (accepted.length === 0) return false;
+          await this.spawner(host).withParents(tx, rows, true);
+          return true;
+        }),
     });
     this.leases = new Leases({
       jobs,
@@ -160,6 +175,21 @@ export class Worker extends EventEmitter<WorkerEvents> {
       pauseKey: (job, until, key) => this.pauseKey(job, until, key),
       maxResultBytes: s.maxResultBytes,
       record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),
+      parents: async (job) => {
+        const parents: Record<string, ParentOutcome> = {};
+        for (const p of await jobs.parentsOf(job.id))
+          parents[p.id] = { kind: p.kind, status: p.status, result: p.result ?? null, error: p.last_error };
+        return parents;
+      },
+      prepareSpawn: (children, then) => {
+        if (!Array.isArray(children)) throw new TypeError("ctx.spawn expects an array of { job, payload, ...options }");
+        const items: BulkItem[] = [...children];
+        if (then !== undefined) {
+          const all = children.map((_, item) => ({ item }));
+          items.push({ ...then, dependsOn: [...(then.dependsOn ?? []), ...all] });
+        }
+        return this.spawner(host).prepareMany(items, {});
+      },
       onStart: (job) => this.emit("jobStart", job),
       onEnd: (job, outcome, durationMs, error) => {
         this.fetcher.noteHandlerMs(durationMs);
@@ -358,6 +388,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
     } else if (message.startsWith("!cancel:")) {
       void this.leases.cancelHint(message.slice("!cancel:".length));
     }
+  }
+
+  /** Workflows: the enqueuer ctx.spawn uses (the client's). */
+  private spawner(host: WorkerHost): Enqueuer {
+    if (!host.enqueuer)
+      throw new ValidationError("ctx.spawn needs a worker made by skipq.worker() (its client enqueues the children)");
+    return host.enqueuer;
   }
 
   private pauseKey(job: Job, until: Date | Duration, key: string | null | undefined): Promise<Date> {

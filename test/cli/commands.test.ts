@@ -125,6 +125,7 @@ describe.concurrent("cli commands", () => {
         paused: false,
         pending: 1,
         scheduled: 1,
+        waiting: 0,
         running: 0,
         completed: 0,
         dead: 1,

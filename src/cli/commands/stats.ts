@@ -35,6 +35,7 @@ Examples:
               queue,
               pending: 0,
               scheduled: 0,
+              waiting: 0,
               running: 0,
               completed: 0,
               dead: 0,
@@ -50,6 +51,7 @@ Examples:
               paused: paused.has(r.queue),
               pending: r.pending,
               scheduled: r.scheduled,
+              waiting: r.waiting,
               running: r.running,
               completed: r.completed,
               dead: r.dead,
@@ -69,18 +71,19 @@ Examples:
         }
         process.stdout.write(
           `${table(
-            ["queue", "pending", "scheduled", "running", "completed", "dead", "cancelled", "oldest pending"],
+            ["queue", "pending", "scheduled", "waiting", "running", "completed", "dead", "cancelled", "oldest pending"],
             rows.map((r) => [
               paused.has(r.queue) ? `${r.queue} (paused)` : r.queue,
               r.pending,
               r.scheduled,
+              r.waiting,
               r.running,
               r.completed,
               r.dead,
               r.cancelled,
               formatAge(r.oldestPendingSeconds),
             ]),
-            ["left", "right", "right", "right", "right", "right", "right", "right"],
+            ["left", "right", "right", "right", "right", "right", "right", "right", "right"],
           )}\n`,
         );
       });

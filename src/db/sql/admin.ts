@@ -9,7 +9,7 @@
 
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { HISTORY_COLUMNS, historyValues } from "./jobs.js";
+import { dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
 
 /**
  * Moves the history rows matching `where` back into the live table as pending
@@ -20,7 +20,8 @@ import { HISTORY_COLUMNS, historyValues } from "./jobs.js";
 function restore(schema: string, where: string): string {
   return `WITH back AS (
             DELETE FROM ${schema}.job_history h WHERE ${where}
-            RETURNING h.*)
+            RETURNING h.*),
+          restored AS (
           INSERT INTO ${schema}.jobs (id, queue, kind, payload, idempotency_key, status, priority, attempts, max_attempts,
                                       run_at, last_error, error_fingerprint, headers, concurrency_key, created_at, updated_at,
                                       attempt_logs)
@@ -32,7 +33,10 @@ function restore(schema: string, where: string): string {
                  'pending', b.priority, 0, b.max_attempts, now(), b.last_error, b.error_fingerprint, b.headers,
                  b.concurrency_key, b.created_at, now(), b.attempt_logs
             FROM back b
-          RETURNING id`;
+          RETURNING id),
+          -- Workflows: dependents waiting on a restored job ('wait') see it live again.
+          workflow AS (SELECT ${schema}.skipq_parents_retried(array_agg(id)) FROM restored)
+          SELECT id FROM restored, workflow`;
 }
 
 export function adminStatements(names: Schema) {
@@ -55,6 +59,7 @@ export function adminStatements(names: Schema) {
       queueStats: `SELECT queue,
                         count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS pending,
                         count(*) FILTER (WHERE status = 'pending' AND run_at > now()) AS scheduled,
+                        count(*) FILTER (WHERE status = 'waiting')   AS waiting,
                         count(*) FILTER (WHERE status = 'running')   AS running,
                         count(*) FILTER (WHERE status = 'completed') AS completed,
                         count(*) FILTER (WHERE status = 'dead')      AS dead,
@@ -71,16 +76,17 @@ export function adminStatements(names: Schema) {
         "h.status = 'dead' AND h.error_fingerprint = $1 AND ($2::text IS NULL OR h.queue = $2)",
       ),
       /**
-       * Pending or running → history as cancelled; a running job's lease goes with its row, so its worker's
+       * Waiting, pending or running → history as cancelled, its dependents resolved (workflows); a running job's lease goes with its row, so its worker's
        * outcome is rejected, and a NOTIFY '!cancel:<id>' on channel $2 (sent on commit) makes the holding worker
        * check its lease and abort the handler at once.
        */
       jobCancel: `WITH c AS (
-                  DELETE FROM ${schema}.jobs WHERE id = $1 AND status IN ('pending', 'running') RETURNING *),
+                  DELETE FROM ${schema}.jobs WHERE id = $1 AND status IN ('waiting', 'pending', 'running') RETURNING *),
                 h AS (
                   INSERT INTO ${schema}.job_history (${HISTORY_COLUMNS})
-                  ${historyValues("c", "'cancelled'", "COALESCE(last_error, 'cancelled by an operator')")})
-                SELECT id, locked_by, pg_notify($2, '!cancel:' || id) FROM c`,
+                  ${historyValues("c", "'cancelled'", "COALESCE(last_error, 'cancelled by an operator')")}),
+                workflow AS (${dependentsResolved(schema, "c", "'cancelled'")})
+                SELECT id, locked_by, pg_notify($2, '!cancel:' || id) FROM c, workflow`,
       queuePause: `INSERT INTO ${schema}.queues (name, paused_at) VALUES ($1, now())
                  ON CONFLICT (name) DO UPDATE SET paused_at = COALESCE(${schema}.queues.paused_at, now()), updated_at = now()`,
       queueResume: `UPDATE ${schema}.queues SET paused_at = NULL, updated_at = now() WHERE name = $1`,

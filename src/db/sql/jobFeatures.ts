@@ -11,7 +11,7 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { HISTORY_COLUMNS, historyValues } from "./jobs.js";
+import { dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
 
 export function jobFeatureStatements(names: Schema) {
   const schema = names.sql;
@@ -24,7 +24,8 @@ export function jobFeatureStatements(names: Schema) {
     {
       /**
        * jobCompleteMany for jobs whose handler returned something: $3 holds each one's result as JSON text,
-       * stored with the job's history row. Returns the ids whose lease still matched.
+       * stored with the job's history row; dependents resolved as in jobCompleteMany. Returns the ids whose
+       * lease still matched.
        */
       jobCompleteManyWithResults: `WITH d AS MATERIALIZED (
          SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS d(id, lease, result)),
@@ -34,8 +35,9 @@ export function jobFeatureStatements(names: Schema) {
          RETURNING j.*, d.result::jsonb AS new_result),
        kept AS (
          INSERT INTO ${history} (${HISTORY_COLUMNS})
-         ${historyValues("done", "'completed'", "last_error", "error_fingerprint", "new_result")} WHERE ${keepCompleted})
-       SELECT id FROM done`,
+         ${historyValues("done", "'completed'", "last_error", "error_fingerprint", "new_result")} WHERE ${keepCompleted}),
+       workflow AS (${dependentsResolved(schema, "done", "'completed'")})
+       SELECT id FROM done, workflow`,
 
       /**
        * jobHeartbeatMany that also writes progress: $4 holds each job's latest ctx.progress() value as JSON

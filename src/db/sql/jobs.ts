@@ -116,7 +116,7 @@ export function claimUpdate(
               lease_expires_at = now() + ${p.leaseMs}::float8 * interval '1 millisecond', updated_at = now()
         WHERE j.id = ANY (ARRAY(SELECT id FROM ${picked})) AND j.status = 'pending'
        RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease,
-                 j.run_at, j.created_at, j.headers, j.concurrency_key, j.locked_at`;
+                 j.run_at, j.created_at, j.headers, j.concurrency_key, j.locked_at, j.on_parent_failure`;
 }
 
 /**
@@ -133,6 +133,16 @@ export function claimOrder(aging: string | null): string {
 
 /** A fencing token: random, 1 to 2^62, drawn per row. */
 export const RANDOM_LEASE = "1 + floor(random() * 4611686018427387903)::bigint";
+
+/**
+ * Workflows: a CTE body resolving the dependents of the jobs in CTE `from` (their ids), finished with
+ * `status` (an SQL expression over `from`), through skipq_parents_finished (migration 0013): edges counted,
+ * children made pending, cancelled or left waiting. One row whatever `from` holds; a statement that finishes
+ * jobs must reference it (a CTE that is only a SELECT runs only when read).
+ */
+export function dependentsResolved(schema: string, from: string, status: string): string {
+  return `SELECT ${schema}.skipq_parents_finished(array_agg(id), array_agg((${status})::text)) AS released FROM ${from}`;
+}
 
 /**
  * job_history's columns, in the order `historyValues` lists them. The last three (result, progress,
@@ -221,9 +231,11 @@ export function jobStatements(names: Schema) {
 
       /**
        * Record successes in one statement: each job whose lease still matches
-       * leaves the live table for job_history (unless completed history is off);
-       * returns those ids. `id = ANY ($1)` makes the rows a primary-key lookup:
-       * joined to unnest(...) alone, the planner may hash a scan of the whole table.
+       * leaves the live table for job_history (unless completed history is off),
+       * its dependents are resolved (workflows); returns those ids. Jobs whose handler returned
+       * something go through jobCompleteManyWithResults (jobFeatures.ts) instead. `id = ANY ($1)`
+       * makes the rows a primary-key lookup: joined to unnest(...) alone, the planner may hash a
+       * scan of the whole table.
        */
       jobCompleteMany: `WITH done AS (
          DELETE FROM ${jobs} AS j USING unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
@@ -231,15 +243,16 @@ export function jobStatements(names: Schema) {
          RETURNING j.*),
        kept AS (
          INSERT INTO ${history} (${HISTORY_COLUMNS})
-         ${historyValues("done", "'completed'")} WHERE ${keepCompleted})
-       SELECT id FROM done`,
+         ${historyValues("done", "'completed'")} WHERE ${keepCompleted}),
+       workflow AS (${dependentsResolved(schema, "done", "'completed'")})
+       SELECT id FROM done, workflow`,
 
       /**
        * Every other outcome, batched. 'retry' goes back to pending after $5 ms,
        * or to history as dead when attempts are used up; 'snooze' and 'release'
        * go back to pending without consuming the attempt; 'dead' and 'cancel'
-       * go to history. The two data-modifying CTEs take disjoint rows (their
-       * conditions exclude each other).
+       * go to history, and their dependents are resolved (workflows). The two
+       * data-modifying CTEs take disjoint rows (their conditions exclude each other).
        */
       jobSettleMany: `WITH d AS MATERIALIZED (
          SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::text[])
@@ -264,8 +277,9 @@ export function jobStatements(names: Schema) {
                    d.error AS new_error, d.fingerprint AS new_fingerprint),
        buried AS (
          INSERT INTO ${history} (${HISTORY_COLUMNS})
-         ${historyValues("gone", "outcome", "COALESCE(new_error, last_error)", "COALESCE(new_fingerprint, error_fingerprint)")})
-       SELECT id, status FROM again UNION ALL SELECT id, outcome FROM gone`,
+         ${historyValues("gone", "outcome", "COALESCE(new_error, last_error)", "COALESCE(new_fingerprint, error_fingerprint)")}),
+       workflow AS (${dependentsResolved(schema, "gone", "outcome")})
+       SELECT id, status FROM again UNION ALL SELECT id, outcome FROM gone, workflow`,
 
       /** Extend the leases of running jobs by $3 ms; returns the ids still held. */
       jobHeartbeatMany: `UPDATE ${jobs} AS j

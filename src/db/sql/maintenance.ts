@@ -12,7 +12,7 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { HISTORY_COLUMNS, historyValues } from "./jobs.js";
+import { dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
 
 /** What a reaped job's last_error says (`p`: the row alias prefix). */
 function expiredError(p: string): string {
@@ -70,9 +70,10 @@ export function maintenanceStatements(names: Schema) {
          RETURNING j.*),
        buried AS (
          INSERT INTO ${schema}.job_history (${HISTORY_COLUMNS})
-         ${historyValues("gone", "'dead'", expiredError(""))})
+         ${historyValues("gone", "'dead'", expiredError(""))}),
+       workflow AS (${dependentsResolved(schema, "gone", "'dead'")})
        SELECT id, 'pending' AS status, locked_by FROM again
-       UNION ALL SELECT id, 'dead', locked_by FROM gone`,
+       UNION ALL SELECT id, 'dead', locked_by FROM gone, workflow`,
     },
   );
 }

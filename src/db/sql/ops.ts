@@ -46,18 +46,23 @@ export function opsStatements(names: Schema) {
                                THEN GREATEST(min(run_at) FILTER (WHERE run_at <= now()), 'epoch') END) AS oldest_s
                         FROM ${jobs} WHERE status = 'pending' GROUP BY queue),
                     running AS (SELECT queue, count(*) AS n FROM ${jobs} WHERE status = 'running' GROUP BY queue),
+                    -- Workflow jobs waiting for parents, through jobs_waiting (migration 0013).
+                    waiting AS (SELECT queue, count(*) AS n FROM ${jobs} WHERE status = 'waiting' GROUP BY queue),
                     dead AS (SELECT queue, count(*) AS n FROM ${schema}.job_history WHERE status = 'dead' GROUP BY queue),
                     done AS (SELECT queue, count(*) AS n FROM ${schema}.job_history
                               WHERE status = 'completed' AND finished_at > now() - interval '1 hour' GROUP BY queue),
-                    names AS (SELECT queue FROM pending UNION SELECT queue FROM running UNION SELECT queue FROM dead
+                    names AS (SELECT queue FROM pending UNION SELECT queue FROM running UNION SELECT queue FROM waiting
+                              UNION SELECT queue FROM dead
                               UNION SELECT queue FROM done UNION SELECT name FROM ${schema}.queues)
                     SELECT names.queue, coalesce(pending.ready, 0)::int AS pending, coalesce(pending.scheduled, 0)::int AS scheduled,
+                           coalesce(waiting.n, 0)::int AS waiting,
                            coalesce(running.n, 0)::int AS running, coalesce(dead.n, 0)::int AS dead,
                            coalesce(done.n, 0)::int AS completed_last_hour, pending.oldest_s AS oldest_pending_s,
                            q.paused_at
                       FROM names
                       LEFT JOIN pending ON pending.queue = names.queue
                       LEFT JOIN running ON running.queue = names.queue
+                      LEFT JOIN waiting ON waiting.queue = names.queue
                       LEFT JOIN dead ON dead.queue = names.queue
                       LEFT JOIN done ON done.queue = names.queue
                       LEFT JOIN ${schema}.queues q ON q.name = names.queue

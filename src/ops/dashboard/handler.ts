@@ -325,7 +325,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
           : null;
         const result =
           job.result === null ? null : shownJson(() => redact(job.result, { field: "result", job }), "result", job.id);
-        const moving = job.status === "pending" || job.status === "running";
+        const moving = job.status === "waiting" || job.status === "pending" || job.status === "running";
         return page(
           200,
           jobPage(moving ? { ...ctx, refresh: 2 } : ctx, job, {

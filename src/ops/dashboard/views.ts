@@ -23,7 +23,7 @@ pre{background:#fff;border:1px solid #e5e7eb;padding:8px;overflow:auto;max-heigh
 .error{background:#fef2f2;border:1px solid #ef4444;padding:8px;margin-bottom:12px}
 .warn{background:#fffbeb;border:1px solid #f59e0b;padding:8px;margin:4px 0}
 .status{padding:1px 6px;border-radius:8px;background:#e5e7eb}.status-dead{background:#fecaca}.status-completed{background:#bbf7d0}
-.status-running{background:#bfdbfe}.status-pending{background:#fef3c7}.status-cancelled{background:#e5e7eb}
+.status-running{background:#bfdbfe}.status-pending{background:#fef3c7}.status-waiting{background:#ede9fe}.status-cancelled{background:#e5e7eb}
 form.inline{display:inline}button{cursor:pointer}.muted{color:#6b7280}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;background:#fff;padding:8px;border:1px solid #e5e7eb}
 dt{font-weight:600}dd{margin:0}.filters input,.filters select{margin-right:8px}
@@ -127,7 +127,7 @@ export function overviewPage(
   const rows = data.queues.map(
     (q) => html`<tr data-queue="${q.queue}">
 <td><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.queue)}">${q.queue}</a></td>
-<td class="n">${q.pending}</td><td class="n">${q.scheduled}</td><td class="n">${q.running}</td>
+<td class="n">${q.pending}</td><td class="n">${q.scheduled}</td><td class="n">${q.waiting}</td><td class="n">${q.running}</td>
 <td class="n">${q.dead > 0 ? html`<a href="${ctx.base}/dead?queue=${encodeURIComponent(q.queue)}">${q.dead}</a>` : "0"}</td>
 <td class="n">${q.completedLastHour}</td><td class="n">${duration(q.oldestPendingSeconds)}</td>
 <td>${q.paused ? html`<strong>paused</strong>` : "active"}</td>
@@ -150,7 +150,7 @@ ${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, 
   return layout(ctx, "Queues", [
     data.queues.length === 0
       ? html`<p class="muted">No jobs yet.</p>`
-      : html`<table id="queues"><thead><tr><th>Queue</th><th>Pending</th><th>Scheduled</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
+      : html`<table id="queues"><thead><tr><th>Queue</th><th>Pending</th><th>Scheduled</th><th>Waiting</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
 <tbody>${rows}</tbody></table>`,
     html`<h2>Health</h2>${warnings}`,
     html`<h2>Throughput</h2>${throughputChart(data.throughput, "Completed per minute")}`,
@@ -224,7 +224,7 @@ export function jobPage(
     job.status === "dead" || job.status === "cancelled"
       ? action(ctx, `/jobs/${job.id}/retry`, "Retry", { back: here })
       : "",
-    job.status === "pending" || job.status === "running"
+    job.status === "waiting" || job.status === "pending" || job.status === "running"
       ? action(ctx, `/jobs/${job.id}/cancel`, "Cancel", { back: here })
       : "",
   ];
