@@ -49,14 +49,21 @@ export class Leases {
   async heartbeatAll(): Promise<void> {
     const held = [...this.o.held.values()].filter((r) => !r.detached);
     if (held.length === 0) return;
+    const asked = performance.now();
     try {
       const alive = await this.o.jobs.heartbeatMany(
         held.map((r) => ({ id: r.job.id, lease: r.lease })),
         this.o.leaseMs,
       );
-      if (alive.length === held.length) return;
+      if (alive.length === held.length) {
+        for (const running of held) running.confirmedAt = asked;
+        return;
+      }
       const kept = new Set(alive);
-      for (const running of held) if (!kept.has(running.job.id)) this.lose(running, "lease");
+      for (const running of held) {
+        if (kept.has(running.job.id)) running.confirmedAt = asked;
+        else this.lose(running, "lease");
+      }
     } catch (error) {
       this.o.onWarning(error);
       this.o.logger.warn({ err: error }, "skipq: heartbeat failed; will retry at the next interval");
@@ -66,8 +73,12 @@ export class Leases {
   /** Extends one job's lease now; false (and the handler aborted) when it is lost. */
   async heartbeatOne(running: Running, reason: "lease" | "cancel" = "lease"): Promise<boolean> {
     if (running.detached) return false;
+    const asked = performance.now();
     const alive = await this.o.jobs.heartbeatMany([{ id: running.job.id, lease: running.lease }], this.o.leaseMs);
-    if (alive.length === 1) return true;
+    if (alive.length === 1) {
+      running.confirmedAt = asked;
+      return true;
+    }
     this.lose(running, reason);
     return false;
   }

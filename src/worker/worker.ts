@@ -21,6 +21,7 @@ import { assertKey, assertName, type Duration } from "../core/validate.js";
 import { isUnavailable } from "../db/connectionErrors.js";
 import { JobStore } from "../db/jobStore.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
+import type { ResolvedSettings } from "../db/pool.js";
 import type { Store } from "../db/store.js";
 import { pauseTarget } from "../flow/pause.js";
 import { Maintainer } from "../maintenance/maintainer.js";
@@ -53,6 +54,8 @@ export interface WorkerHost {
   pool: pg.Pool;
   connectionString: string | undefined;
   logger: Logger;
+  /** Sent with the connections the worker opens (its pool, its listener). */
+  sessionSettings: ResolvedSettings;
 }
 
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -99,7 +102,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.prefetch = s.prefetch;
     this.batchSize = s.batchSize;
     this.logger = childLogger(host.logger, { worker: this.id });
-    const { pool, owned, maxClaims } = workerPool(host, options, s.concurrency, this.logger);
+    const { pool, owned, maxClaims } = workerPool(host, options, s, this.logger);
     this.pool = pool;
     this.ownsPool = owned;
     this.store = host.store.withPool(pool);
@@ -160,6 +163,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       queues: s.queues,
       concurrency: s.concurrency,
       prefetch: s.prefetch,
+      leaseMs: s.lockTimeoutMs,
       batchSize: s.batchSize,
       maxClaims,
       pollMs: s.pollMs,
@@ -208,6 +212,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (listen && url) {
       return new Listener({
         connectionString: url,
+        sessionSettings: host.sessionSettings,
         channel: this.store.schema.channel,
         logger: this.logger,
         onNotify: (message) => {
