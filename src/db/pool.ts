@@ -99,6 +99,27 @@ export function connectionOptions(
   };
 }
 
+/**
+ * A pg client whose refused `options` startup parameter (SQLSTATE 08P01 from a pooler that does not pass it
+ * on: PgBouncer says only "unsupported startup parameter: options") says what to do.
+ */
+export class SessionClient extends pg.Client {
+  // biome-ignore lint/suspicious/noExplicitAny: pg's connect is overloaded (callback or promise).
+  override connect(callback?: any): any {
+    const sent = (this as unknown as { connectionParameters: { options?: string } }).connectionParameters.options;
+    const explain = (error: Error) => {
+      if (sent && (error as { code?: string }).code === "08P01") {
+        error.message = `${error.message} — skipq sends its session settings (tcp_user_timeout, keepalives, timeouts) in the startup parameter "options", which this server or pooler refused: pass sessionSettings: false (and set the same timeouts on the pooler or with ALTER ROLE … SET), or add "options" to PgBouncer's ignore_startup_parameters (docs/deployment.md)`;
+      }
+      return error;
+    };
+    if (callback) return super.connect((error: Error) => callback(error ? explain(error) : error));
+    return super.connect().catch((error: Error) => {
+      throw explain(error);
+    });
+  }
+}
+
 export interface PoolSettings {
   /** Sent with each connection. Default: none (`false`). */
   session?: ResolvedSettings;
@@ -118,6 +139,7 @@ export function createPool(
   settings: PoolSettings = {},
 ): pg.Pool {
   const pool = new pg.Pool({
+    Client: SessionClient,
     connectionString,
     max,
     application_name: `${name}:${os.hostname()}:${process.pid}`.slice(0, 63),

@@ -14,7 +14,7 @@
  */
 import pg from "pg";
 import type { Logger } from "../core/logger.js";
-import { connectionOptions, type ResolvedSettings } from "../db/pool.js";
+import { connectionOptions, type ResolvedSettings, SessionClient } from "../db/pool.js";
 
 export interface ListenerOptions {
   connectionString: string;
@@ -67,7 +67,7 @@ export class Listener {
 
   private async connect(): Promise<void> {
     if (!this.running) return;
-    const client = new pg.Client({
+    const client = new SessionClient({
       connectionString: this.options.connectionString,
       ...connectionOptions(this.options.sessionSettings ?? false),
       application_name: "skipq:listener",

@@ -109,6 +109,8 @@ describe("pgbouncer", () => {
         schema: q.schema,
         logger: silentLogger,
         preparedStatements: false,
+        // PgBouncer 1.18 refuses the startup parameter "options"; the timeouts belong on the pooler there.
+        sessionSettings: false,
         poolSize: 4,
       });
     const producer = viaBouncer();
