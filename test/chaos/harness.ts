@@ -157,9 +157,14 @@ export async function spawnWorker(
 }
 
 /** SIGKILLs every child process still running (afterEach/afterAll safety net). */
-export async function killAllChildren(): Promise<void> {
+export function killAllChildren(): Promise<void> {
+  return killProcesses(children);
+}
+
+/** SIGKILLs each of `procs` still running; resolves once they have exited. */
+export async function killProcesses(procs: Iterable<ChildProcess>): Promise<void> {
   const waits: Promise<unknown>[] = [];
-  for (const proc of children) {
+  for (const proc of procs) {
     if (proc.exitCode === null && proc.signalCode === null) {
       waits.push(new Promise((r) => proc.once("exit", r)));
       proc.kill("SIGKILL");
