@@ -14,7 +14,8 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Bouncer, startBouncer } from "../chaos/bouncer.js";
 import { type ChaosQueue, enqueueChaos, recordResult, until } from "../chaos/harness.js";
-import { type DrainChild, type DrainChildReport, fleetSuite, spawnDrainChild } from "./fleet.js";
+import { type DrainChild, type DrainChildReport, spawnDrainChild } from "./children.js";
+import { fleetSuite } from "./fleet.js";
 
 const MAX_CONNECTIONS = 100;
 const SERVER_POOL = 40;
