@@ -4,6 +4,7 @@
  *
  *   npm run bench                      # default sizes (issue 4), under 20 minutes
  *   npm run bench -- --quick           # small sizes, for the CI smoke step (no timing assertions)
+ *   npm run bench -- --fleet [--quick] # section 13: hosts as namespaces, PgBouncer, added RTT (bench/fleet.ts; root)
  *   npm run bench -- --systems skipq,graphile-worker --scenarios 3,7 --out /tmp/r.md
  *
  * PostgreSQL: DATABASE_URL, else a throwaway embedded server (fsync on).
@@ -67,6 +68,12 @@ function parseArgs(argv: string[]): Args {
   return args;
 }
 
+// The fleet scenario (issue 17) has its own setup (namespaces, PgBouncer) and writes section 13 alone.
+if (process.argv.includes("--fleet")) {
+  const { runFleetBench } = await import("./fleet.js");
+  await runFleetBench(process.argv.slice(2).filter((a) => a !== "--fleet"));
+  process.exit(0);
+}
 const args = parseArgs(process.argv.slice(2));
 // A peer library's stray rejection must not take the whole run down; it is logged and the run goes on.
 process.on("unhandledRejection", (error) => log(`unhandled rejection (ignored): ${String(error)}`));
@@ -823,6 +830,13 @@ function writeResults(
   minutes: number,
 ): void {
   let text = render(server, systems, minutes);
+  // Section 13 comes from `--fleet` alone (bench/fleet.ts): kept as it is.
+  const fleet = existsSync(args.out)
+    ? readFileSync(args.out, "utf8")
+        .split(/\n(?=## \d+\. )/)
+        .find((part) => part.startsWith("## 13. "))
+    : undefined;
+  if (fleet && !args.keep) text = `${text.trimEnd()}\n\n${fleet.trimEnd()}\n`;
   if (args.keep && existsSync(args.out)) {
     const sections = new Map<number, string>();
     for (const part of readFileSync(args.out, "utf8")

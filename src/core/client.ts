@@ -8,7 +8,7 @@
 import type pg from "pg";
 import { JobStore } from "../db/jobStore.js";
 import { type MigrateResult, migrate } from "../db/migrate.js";
-import { createPool } from "../db/pool.js";
+import { createPool, type ResolvedSettings, resolveSessionSettings, type SessionSettings } from "../db/pool.js";
 import type { Queryable } from "../db/queryable.js";
 import { Schema } from "../db/schema.js";
 import { Store } from "../db/store.js";
@@ -76,6 +76,16 @@ export interface SkipqOptions {
    * Default "1s".
    */
   waitPollInterval?: Duration;
+  /**
+   * PostgreSQL settings sent with every connection skipq opens (its pools and LISTEN connections; never a
+   * pool you pass in), by PostgreSQL name, so a network partition never stalls anything forever. Given keys
+   * are merged over the defaults (`null` drops one). `false` sends none: needed behind PgBouncer unless its
+   * `ignore_startup_parameters` lists `options` — then set the same on the pooler or the role
+   * (docs/deployment.md). Default `{ tcp_user_timeout: 10000, tcp_keepalives_idle: 10,
+   * tcp_keepalives_interval: 5, tcp_keepalives_count: 3, idle_in_transaction_session_timeout: 60000 }`;
+   * a worker's own pool also bounds `statement_timeout` and `idle_in_transaction_session_timeout` by its lease.
+   */
+  sessionSettings?: SessionSettings | false;
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
@@ -91,6 +101,8 @@ export class Skipq {
   readonly maxPayloadBytes: number;
   readonly preparedStatements: boolean;
   readonly logger: Logger;
+  /** The settings sent with each connection skipq opens (`false`: none). */
+  readonly sessionSettings: ResolvedSettings;
   /** @internal The schema's statements over this client's pool. */
   readonly store: Store;
   /** @internal Typed job statements over `store`. */
@@ -117,6 +129,7 @@ export class Skipq {
     this.preparedStatements = options.preparedStatements ?? true;
     this.logger = options.logger ?? defaultLogger;
     this.waitPollMs = toMs("waitPollInterval", options.waitPollInterval ?? "1s", { allowZero: false });
+    this.sessionSettings = resolveSessionSettings(options.sessionSettings);
     this.connectionString = options.connectionString ?? (options.pool ? undefined : process.env.DATABASE_URL);
     if (options.pool) {
       this.pool = options.pool;
@@ -127,7 +140,9 @@ export class Skipq {
           "no database: pass connectionString or pool, or set DATABASE_URL (e.g. postgres://user@127.0.0.1:5432/db)",
         );
       }
-      this.pool = createPool(this.connectionString, options.poolSize ?? 10, this.logger, "skipq");
+      this.pool = createPool(this.connectionString, options.poolSize ?? 10, this.logger, "skipq", {
+        session: this.sessionSettings,
+      });
       this.ownsPool = true;
     }
     this.store = new Store(schema, this.pool, { prepared: this.preparedStatements });

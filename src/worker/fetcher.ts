@@ -23,6 +23,8 @@ export interface FetcherOptions {
   queues: readonly string[];
   concurrency: number;
   prefetch: number;
+  /** The job lease, ms: bounds the prefetch target, and how long a buffered job may wait unconfirmed. */
+  leaseMs: number;
   batchSize: number;
   maxClaims: number;
   pollMs: number;
@@ -57,6 +59,8 @@ export class Fetcher {
   /** Moving averages of handler duration and claim round trip (ms), for the prefetch target. */
   private handlerMs: number | undefined;
   private claimMs = 1;
+  /** Buffered jobs dropped since the last log line because their lease went unconfirmed for a whole lease. */
+  private unconfirmed = 0;
 
   constructor(private readonly o: FetcherOptions) {}
 
@@ -143,16 +147,8 @@ export class Fetcher {
     await Promise.all([...this.claiming]);
   }
 
-  /**
-   * Jobs to hold beyond the slots: enough for the handlers to stay busy for two claim round trips
-   * (at the measured speeds), at most `prefetch`. Before any handler has finished: `concurrency`.
-   */
   private prefetchTarget(): number {
-    const o = this.o;
-    if (o.prefetch === 0) return 0;
-    if (this.handlerMs === undefined) return Math.min(o.prefetch, o.concurrency);
-    const perJobMs = Math.max(this.handlerMs, 0.01);
-    return Math.min(o.prefetch, Math.ceil((2 * this.claimMs * o.concurrency) / perJobMs));
+    return prefetchTarget({ ...this.o, handlerMs: this.handlerMs, claimMs: this.claimMs });
   }
 
   /** One claim of up to `limit` jobs, leased and buffered (not started). */
@@ -165,7 +161,7 @@ export class Fetcher {
     const trace = claimSpan(startedAt, this.o.queues, rows.length);
     this.o.stats.claimed += rows.length;
     const claimed: Running[] = rows.map((row) => {
-      const running = new Held(row, trace);
+      const running = new Held(row, trace, startedAt);
       this.o.held.set(running.job.id, running);
       return running;
     });
@@ -178,12 +174,34 @@ export class Fetcher {
 
   /** Starts buffered jobs, in claim order, while slots are free; none once stopping (shutdown releases them). */
   startBuffered(): void {
+    this.startReady();
+    if (this.unconfirmed > 0) {
+      this.o.logger.warn(
+        { count: this.unconfirmed, leaseMs: this.o.leaseMs },
+        "skipq: dropped buffered jobs whose lease no heartbeat renewed for a whole lease (cut off from the database?); the reaper returns them to the queue",
+      );
+      this.unconfirmed = 0;
+    }
+  }
+
+  private startReady(): void {
     while (this.active < this.o.concurrency && this.buffer.length > 0) {
       if (!this.o.running()) return;
       const running = this.buffer.shift() as Running;
       if (running.detached) {
         // Its lease was lost while it waited: nothing ran, nothing to record.
         this.o.held.delete(running.job.id);
+        running.settle();
+        continue;
+      }
+      if (performance.now() - running.confirmedAt >= this.o.leaseMs) {
+        // Not confirmed for a whole lease (no heartbeat got through: a partition, a stalled database):
+        // the reaper has returned it or will, and another worker may run it. Running it here too would
+        // only add a duplicate; its outcome would be fenced out anyway.
+        running.detached = true;
+        this.o.held.delete(running.job.id);
+        this.o.stats.leasesLost++;
+        this.unconfirmed++;
         running.settle();
         continue;
       }
@@ -205,6 +223,26 @@ export class Fetcher {
 }
 
 /**
+ * Jobs to hold beyond the slots: enough for the handlers to stay busy for two claim round trips (at the
+ * measured speeds), at most `prefetch`, and never more than the handlers can start within a quarter of the
+ * lease — a buffered job waits well inside its lease, and a partition costs at most that much work run
+ * twice. Before any handler has finished (`handlerMs` undefined): `concurrency`.
+ */
+export function prefetchTarget(o: {
+  prefetch: number;
+  concurrency: number;
+  leaseMs: number;
+  handlerMs: number | undefined;
+  claimMs: number;
+}): number {
+  if (o.prefetch === 0) return 0;
+  if (o.handlerMs === undefined) return Math.min(o.prefetch, o.concurrency);
+  const perJobMs = Math.max(o.handlerMs, 0.01);
+  const inQuarterLease = Math.floor((o.concurrency * o.leaseMs) / 4 / perJobMs);
+  return Math.min(o.prefetch, inQuarterLease, Math.ceil((2 * o.claimMs * o.concurrency) / perJobMs));
+}
+
+/**
  * The record of a job just claimed: leased, not started. Its `done` promise is made only when someone
  * waits for it (stop, runOnce): most jobs settle unobserved, and a promise per job was measurable GC.
  */
@@ -215,13 +253,16 @@ class Held implements Running {
   startedAt = 0;
   detached = false;
   started = false;
+  confirmedAt: number;
   private settled = false;
   private waiting: { promise: Promise<void>; resolve: () => void } | undefined;
 
   constructor(
     row: ClaimedRow,
     readonly trace: Running["trace"],
+    claimedAt: number,
   ) {
+    this.confirmedAt = claimedAt;
     this.job = new ClaimedJob(row);
     this.lease = row.lease;
   }

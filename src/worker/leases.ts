@@ -65,6 +65,7 @@ export class Leases {
   async heartbeatAll(): Promise<void> {
     const held = [...this.o.held.values()].filter((r) => !r.detached);
     if (held.length === 0) return;
+    const asked = performance.now();
     try {
       const alive = held.some((r) => r.progressDirty)
         ? await this.sendProgress(held)
@@ -72,17 +73,24 @@ export class Leases {
             held.map((r) => ({ id: r.job.id, lease: r.lease })),
             this.o.leaseMs,
           );
-      this.loseMissing(held, alive);
+      this.loseMissing(held, alive, asked);
     } catch (error) {
       this.o.onWarning(error);
       this.o.logger.warn({ err: error }, "skipq: heartbeat failed; will retry at the next interval");
     }
   }
 
-  private loseMissing(sent: readonly Running[], alive: readonly string[]): void {
-    if (alive.length === sent.length) return;
+  /** Jobs sent at `asked` and confirmed alive keep their leases (confirmedAt); the others are lost. */
+  private loseMissing(sent: readonly Running[], alive: readonly string[], asked: number): void {
+    if (alive.length === sent.length) {
+      for (const running of sent) running.confirmedAt = asked;
+      return;
+    }
     const kept = new Set(alive);
-    for (const running of sent) if (!kept.has(running.job.id)) this.lose(running, "lease");
+    for (const running of sent) {
+      if (kept.has(running.job.id)) running.confirmedAt = asked;
+      else this.lose(running, "lease");
+    }
   }
 
   /** A handler called ctx.progress(): keep the value; it is written within `progressMs`. */
@@ -120,7 +128,8 @@ export class Leases {
     const dirty = [...this.o.held.values()].filter((r) => r.progressDirty && !r.detached);
     if (dirty.length === 0) return;
     try {
-      this.loseMissing(dirty, await this.sendProgress(dirty));
+      const asked = performance.now();
+      this.loseMissing(dirty, await this.sendProgress(dirty), asked);
     } catch (error) {
       this.o.onWarning(error);
       this.o.logger.warn({ err: error }, "skipq: writing progress failed; will retry at the next heartbeat");
@@ -149,8 +158,12 @@ export class Leases {
   /** Extends one job's lease now; false (and the handler aborted) when it is lost. */
   async heartbeatOne(running: Running, reason: "lease" | "cancel" = "lease"): Promise<boolean> {
     if (running.detached) return false;
+    const asked = performance.now();
     const alive = await this.o.jobs.heartbeatMany([{ id: running.job.id, lease: running.lease }], this.o.leaseMs);
-    if (alive.length === 1) return true;
+    if (alive.length === 1) {
+      running.confirmedAt = asked;
+      return true;
+    }
     this.lose(running, reason);
     return false;
   }

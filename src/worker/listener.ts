@@ -14,9 +14,12 @@
  */
 import pg from "pg";
 import type { Logger } from "../core/logger.js";
+import { connectionOptions, type ResolvedSettings, SessionClient } from "../db/pool.js";
 
 export interface ListenerOptions {
   connectionString: string;
+  /** Sent with the connection (tcp_user_timeout, keepalives …). Default: none. */
+  sessionSettings?: ResolvedSettings;
   channel: string;
   onNotify: (queue: string) => void;
   onConnectionChange?: (connected: boolean) => void;
@@ -64,9 +67,9 @@ export class Listener {
 
   private async connect(): Promise<void> {
     if (!this.running) return;
-    const client = new pg.Client({
+    const client = new SessionClient({
       connectionString: this.options.connectionString,
-      keepAlive: true,
+      ...connectionOptions(this.options.sessionSettings ?? false),
       application_name: "skipq:listener",
       connectionTimeoutMillis: 10_000,
       // A read timeout on every statement (LISTEN, the pings): without one, a half-open connection

@@ -9,7 +9,7 @@ import { type BackoffOptions, defaultBackoff } from "../core/backoff.js";
 import { PoolTooSmallError, SkipqError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { assertInt, assertName, toMs } from "../core/validate.js";
-import { createPool } from "../db/pool.js";
+import { createPool, type ResolvedSettings, workerSessionSettings } from "../db/pool.js";
 import { instanceId } from "../internal/instance.js";
 import type { WorkerOptions } from "./types.js";
 
@@ -74,6 +74,9 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
 /** Connections a worker keeps for its own statements: claim, outcomes, heartbeat, maintenance. */
 const RESERVED = 4;
 
+/** The worker pool's read timeout beyond its lease-bounded statement_timeout (the server's own error arrives first). */
+const READ_TIMEOUT_MARGIN_MS = 5000;
+
 export interface WorkerPool {
   pool: pg.Pool;
   owned: boolean;
@@ -88,11 +91,12 @@ export interface WorkerPool {
  * checked here.
  */
 export function workerPool(
-  host: { connectionString: string | undefined; pool: pg.Pool },
+  host: { connectionString: string | undefined; pool: pg.Pool; sessionSettings: ResolvedSettings },
   options: WorkerOptions,
-  concurrency: number,
+  settings: Pick<WorkerSettings, "concurrency" | "lockTimeoutMs">,
   logger: Logger,
 ): WorkerPool {
+  const { concurrency, lockTimeoutMs } = settings;
   if (options.pool) {
     const needed = RESERVED + concurrency;
     const max = poolMax(options.pool);
@@ -106,7 +110,13 @@ export function workerPool(
     return { pool: options.pool, owned: false, maxClaims: 1 };
   }
   if (host.connectionString) {
-    return { pool: createPool(host.connectionString, RESERVED + 1, logger, "skipq-worker"), owned: true, maxClaims: 2 };
+    // Its statements are bounded by the lease on the server, and a few seconds later on this side too: a
+    // statement the server never answers (packets dropped, no RST) fails and its connection is discarded.
+    const pool = createPool(host.connectionString, RESERVED + 1, logger, "skipq-worker", {
+      session: workerSessionSettings(host.sessionSettings, lockTimeoutMs),
+      queryTimeoutMs: lockTimeoutMs + READ_TIMEOUT_MARGIN_MS,
+    });
+    return { pool, owned: true, maxClaims: 2 };
   }
   const max = poolMax(host.pool);
   if (max < RESERVED) throw new PoolTooSmallError(RESERVED, max, "claim 1 + outcomes 1 + heartbeat 1 + maintenance 1");

@@ -106,8 +106,11 @@ export interface WorkerOptions {
    * Most jobs claimed ahead of free slots and held (leased, heartbeated) in a local buffer, so the next claim
    * overlaps running handlers and each claim commits more jobs. The worker buffers only about two claim
    * round trips' worth of work at its measured handler speed: fast handlers get up to this many, slow ones
-   * next to none. A job enqueued later with a higher priority waits behind at most this many. 0 claims only
-   * for free slots. Default 1000.
+   * next to none, and never more than the handlers can start within a quarter of the lease. A job enqueued
+   * later with a higher priority waits behind at most this many. After a partition longer than the lease, the
+   * jobs this worker held (running and buffered, at most concurrency + prefetch) are run again elsewhere;
+   * buffered ones it no longer holds are dropped, not started (docs/deployment.md). 0 claims only for free
+   * slots. Default 1000.
    */
   prefetch?: number;
   /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. Default "30s". */
@@ -220,6 +223,11 @@ export interface Running {
   detached: boolean;
   /** False while the job waits in the prefetch buffer. */
   started: boolean;
+  /**
+   * When the database last confirmed this lease (performance.now() as the claim or heartbeat was sent):
+   * a buffered job not confirmed for a whole lease is presumed reaped and never started here.
+   */
+  confirmedAt: number;
   /** Resolves when the job is settled: its handler ended, or it left the buffer without running. */
   done: Promise<void>;
   settle: () => void;

@@ -23,6 +23,7 @@ import { isUnavailable } from "../db/connectionErrors.js";
 import { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { JobStore } from "../db/jobStore.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
+import type { ResolvedSettings } from "../db/pool.js";
 import type { Store } from "../db/store.js";
 import { withTransaction } from "../db/transaction.js";
 import { pauseTarget } from "../flow/pause.js";
@@ -59,6 +60,8 @@ export interface WorkerHost {
   logger: Logger;
   /** The client's enqueuer, for ctx.spawn (workflows). */
   enqueuer?: Enqueuer;
+  /** Sent with the connections the worker opens (its pool, its listener). */
+  sessionSettings: ResolvedSettings;
 }
 
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -105,7 +108,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.prefetch = s.prefetch;
     this.batchSize = s.batchSize;
     this.logger = childLogger(host.logger, { worker: this.id });
-    const { pool, owned, maxClaims } = workerPool(host, options, s.concurrency, this.logger);
+    const { pool, owned, maxClaims } = workerPool(host, options, s, this.logger);
     this.pool = pool;
     this.ownsPool = owned;
     this.store = host.store.withPool(pool);
@@ -201,6 +204,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       queues: s.queues,
       concurrency: s.concurrency,
       prefetch: s.prefetch,
+      leaseMs: s.lockTimeoutMs,
       batchSize: s.batchSize,
       maxClaims,
       pollMs: s.pollMs,
@@ -249,6 +253,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (listen && url) {
       return new Listener({
         connectionString: url,
+        sessionSettings: host.sessionSettings,
         channel: this.store.schema.channel,
         logger: this.logger,
         onNotify: (message) => {

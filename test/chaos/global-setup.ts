@@ -22,14 +22,21 @@ export function setup(): () => void {
       : { rows: [] };
     const rows = new Map(previous.rows.map((r) => [r.row, r]));
     const measuredAt = new Date().toISOString();
+    let chaosRows = 0;
     for (const file of readdirSync(resultsDir)) {
       const row = JSON.parse(readFileSync(path.join(resultsDir, file), "utf8")) as { row: string };
       rows.set(row.row, { ...row, measuredAt } as { row: string });
+      if (!row.row.startsWith("N")) chaosRows++;
     }
-    const order = (r: string) => `${"PDRCTISFMB".indexOf(r[0] ?? "Z")}${r.slice(1).padStart(3, "0")}`;
+    const order = (r: string) =>
+      `${String("PDRCTISFMBN".indexOf(r[0] ?? "Z")).padStart(2, "0")}${r.slice(1).padStart(3, "0")}`;
     const merged = {
       generatedAt: measuredAt,
-      suiteSeconds: Math.round((Date.now() - started) / 1000),
+      // The fleet suite (rows N*, npm run test:fleet) shares this file; its run is not the chaos suite's.
+      suiteSeconds:
+        chaosRows > 0
+          ? Math.round((Date.now() - started) / 1000)
+          : (previous as { suiteSeconds?: number }).suiteSeconds,
       machine: { node: process.version, cpus: os.cpus().length, platform: `${os.platform()}-${os.arch()}` },
       rows: [...rows.values()].sort((a, b) => order(a.row).localeCompare(order(b.row))),
     };

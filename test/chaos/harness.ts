@@ -103,19 +103,29 @@ export interface SpawnOptions {
   nodeArgs?: string[];
   /** Extra environment, e.g. LD_PRELOAD of libfaketime (T2–T5). */
   env?: Record<string, string>;
+  /** A command the child runs under, e.g. `ip netns exec <ns>` (the fleet suite's hosts); it must exec node. */
+  prefix?: string[];
 }
 
 export async function spawnWorker(
   q: ChaosQueue,
   config: Omit<ChildConfig, "url" | "schema" | "ledger"> & { url?: string },
-  { waitReady = true, nodeArgs = [], env = {} }: SpawnOptions = {},
+  { waitReady = true, nodeArgs = [], env = {}, prefix = [] }: SpawnOptions = {},
 ): Promise<ChildHandle> {
   mkdirSync(q.ledgerDir, { recursive: true });
   const ledger = path.join(q.ledgerDir, `w-${Date.now()}-${Math.random().toString(36).slice(2, 8)}.jsonl`);
   const full: ChildConfig = { url: q.url, schema: q.schema, ledger, ...config };
   // stderr goes to a file beside the ledger: it outlives the child and the test, for post-mortems.
   const errFile = `${ledger}.stderr`;
-  const proc = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(here, "worker-child.ts")], {
+  const [command, ...args] = [
+    ...prefix,
+    process.execPath,
+    ...nodeArgs,
+    "--import",
+    "tsx",
+    path.join(here, "worker-child.ts"),
+  ];
+  const proc = spawn(command as string, args, {
     env: { ...process.env, ...env, CHAOS_CONFIG: JSON.stringify(full) },
     stdio: ["ignore", "ignore", openSync(errFile, "a")],
   });
@@ -147,9 +157,14 @@ export async function spawnWorker(
 }
 
 /** SIGKILLs every child process still running (afterEach/afterAll safety net). */
-export async function killAllChildren(): Promise<void> {
+export function killAllChildren(): Promise<void> {
+  return killProcesses(children);
+}
+
+/** SIGKILLs each of `procs` still running; resolves once they have exited. */
+export async function killProcesses(procs: Iterable<ChildProcess>): Promise<void> {
   const waits: Promise<unknown>[] = [];
-  for (const proc of children) {
+  for (const proc of procs) {
     if (proc.exitCode === null && proc.signalCode === null) {
       waits.push(new Promise((r) => proc.once("exit", r)));
       proc.kill("SIGKILL");

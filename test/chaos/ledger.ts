@@ -36,6 +36,10 @@ export interface ChildConfig {
   ledger: string;
   worker: Record<string, unknown>;
   preparedStatements?: boolean;
+  /** The client's sessionSettings (the fleet suite scales the TCP timeouts to its short leases). */
+  sessionSettings?: Record<string, number | null> | false;
+  /** Run a cron scheduler in the worker: kind "tick" every `expression` (seconds field first), with `backfill`. */
+  cron?: { expression: string; backfill: number };
   killAt?: "afterClaimCommit" | "afterHandlerBeforeOutcome";
   /** With killAt afterHandlerBeforeOutcome: die after this many handlers finished. Default 1. */
   killAfter?: number;

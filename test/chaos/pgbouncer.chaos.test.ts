@@ -8,15 +8,10 @@
  * outcomes, heartbeats and the reaper's transaction-scoped advisory lock all
  * work when consecutive statements land on different server connections.
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
-import os from "node:os";
-import path from "node:path";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Skipq, silentLogger, type Worker } from "../../src/index.js";
 import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
+import { type Bouncer, startBouncer } from "./bouncer.js";
 import {
   CHAOS_WORKER,
   type ChaosQueue,
@@ -27,77 +22,22 @@ import {
   until,
 } from "./harness.js";
 
-const PGBOUNCER = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"].find((p) => existsSync(p));
 let server: EmbeddedPostgres;
-let bouncer: ChildProcess | undefined;
+let bouncer: Bouncer | undefined;
 let bouncerUrl = "";
-let dir = "";
 let q: ChaosQueue;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const address = s.address();
-      s.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
-
 beforeAll(async () => {
-  if (!PGBOUNCER) throw new Error("pgbouncer is not installed: apt-get install -y pgbouncer (.ci/run does)");
   server = await startServer();
   q = await chaosQueue(server.url, "pgbouncer");
-  const port = await freePort();
-  dir = mkdtempSync(path.join(os.tmpdir(), "skipq-pgbouncer-"));
-  chmodSync(dir, 0o777);
-  const ini = path.join(dir, "pgbouncer.ini");
-  writeFileSync(
-    ini,
-    [
-      "[databases]",
-      `chaos = host=127.0.0.1 port=${server.port} dbname=postgres user=postgres`,
-      "[pgbouncer]",
-      "listen_addr = 127.0.0.1",
-      `listen_port = ${port}`,
-      "unix_socket_dir =",
-      // No passwords in this throwaway setup: every client logs in as the database line's user.
-      "auth_type = any",
-      "pool_mode = transaction",
-      "default_pool_size = 6",
-      "max_client_conn = 200",
-      `logfile = ${path.join(dir, "pgbouncer.log")}`,
-      "ignore_startup_parameters = extra_float_digits",
-    ].join("\n"),
-  );
-  // PgBouncer refuses to run as root; -u switches to an unprivileged user.
-  const asRoot = process.getuid?.() === 0;
-  if (asRoot) execFileSync("chown", ["-R", "postgres", dir]);
-  bouncer = spawn(PGBOUNCER, asRoot ? ["-u", "postgres", ini] : [ini], { stdio: "ignore" });
-  bouncerUrl = `postgres://postgres@127.0.0.1:${port}/chaos`;
-  await until(
-    "pgbouncer accepts connections",
-    async () => {
-      const c = new pg.Client({ connectionString: bouncerUrl });
-      c.on("error", () => undefined);
-      return c.connect().then(
-        () => c.end().then(() => true),
-        () => false,
-      );
-    },
-    15_000,
-    100,
-  );
+  bouncer = await startBouncer(server.port);
+  bouncerUrl = bouncer.url;
 });
 
 afterAll(async () => {
-  if (bouncer && bouncer.exitCode === null) {
-    const exited = new Promise((r) => bouncer?.once("exit", r));
-    bouncer.kill("SIGINT");
-    await exited;
-  }
+  await bouncer?.stop();
   await q?.cleanup();
   await server?.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 describe("pgbouncer", () => {
@@ -109,6 +49,8 @@ describe("pgbouncer", () => {
         schema: q.schema,
         logger: silentLogger,
         preparedStatements: false,
+        // PgBouncer 1.18 refuses the startup parameter "options"; the timeouts belong on the pooler there.
+        sessionSettings: false,
         poolSize: 4,
       });
     const producer = viaBouncer();
@@ -139,7 +81,7 @@ describe("pgbouncer", () => {
       expect(runs.size).toBe(jobs + 1);
       expect([...runs.values()].every((n) => n === 1)).toBe(true);
       expect(warnings).toEqual([]);
-      const log = readFileSync(path.join(dir, "pgbouncer.log"), "utf8");
+      const log = bouncer?.log() ?? "";
       expect(log).not.toMatch(/prepared statement .* does not exist/);
       recordResult({
         row: "B1",

@@ -10,7 +10,7 @@
  */
 import { appendFileSync } from "node:fs";
 import pg from "pg";
-import { defaultLogger, type Job, Skipq, type WorkerOptions } from "../../src/index.js";
+import { defaultLogger, type Job, Scheduler, Skipq, type WorkerOptions } from "../../src/index.js";
 import type { ChildConfig, JobSpec } from "./ledger.js";
 
 const config = JSON.parse(process.env.CHAOS_CONFIG ?? "{}") as ChildConfig;
@@ -46,13 +46,18 @@ const skipq = new Skipq({
   schema: config.schema,
   logger: defaultLogger,
   preparedStatements: config.preparedStatements ?? true,
+  ...(config.sessionSettings === undefined ? {} : { sessionSettings: config.sessionSettings }),
 });
 const effects = config.effects ? new pg.Pool({ connectionString: config.url, max: 2 }) : undefined;
 effects?.on("error", () => undefined);
 
 let handled = 0;
+const scheduler = config.cron
+  ? new Scheduler(skipq).add(config.cron.expression, "tick", {}, { backfill: config.cron.backfill })
+  : undefined;
 const options: WorkerOptions = {
   ...config.worker,
+  ...(scheduler ? { scheduler } : {}),
   hooks: {
     afterClaimCommit: (jobs: ReadonlyArray<Job>) => {
       if (config.killAt === "afterClaimCommit" && jobs.length > 0) {
@@ -154,6 +159,9 @@ worker.register("chaos", async (raw, ctx) => {
     log({ e: "end", id: job.id, attempt: job.attempt, lease: job.lease, ok });
   }
 });
+
+// Cron's ticks: counted in the database (one job per tick), nothing to do here.
+if (scheduler) worker.register("tick", () => undefined);
 
 worker.on("jobEnd", (job, outcome) => log({ e: "outcome", id: job.id, lease: job.lease, outcome }));
 worker.on("staleOutcome", (ids) => log({ e: "stale", ids }));

@@ -18,6 +18,14 @@ test("examples/dashboard.ts mounts the dashboard: 401 without the token, the que
   expect(out).toContain("the default queue is listed");
 });
 
+test("examples/fleet.ts runs a worker whose own connections carry the partition bounds", async () => {
+  const out = await runExample("examples/fleet.ts");
+  expect(out).toContain(
+    "worker session: idle_in_transaction_session_timeout=30000 statement_timeout=30000 tcp_user_timeout=5000",
+  );
+  expect(out).toContain("ran 3 jobs");
+});
+
 test("examples/metrics.ts serves skipq_* metrics counting its three completed jobs", async () => {
   expect(await runExample("examples/metrics.ts")).toMatch(
     /skipq_jobs_completed_total\{queue="default",kind="resize-image"\} 3/,
