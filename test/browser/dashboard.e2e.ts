@@ -4,9 +4,11 @@
  * worker complete it; without credentials every page answers 401. Saves a
  * screenshot to docs/dashboard.png and .ci-artifacts/.
  */
+import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import { type BrowserContext, chromium } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { defineJob, FailPermanently, type RunningDashboard, startDashboard, type Worker } from "../../src/index.js";
@@ -94,6 +96,24 @@ test("sign in, see the queues, retry a dead job and watch it complete", async ()
   await expect.poll(() => billing.textContent()).toContain("billing");
   expect(await page.locator('tr[data-queue="email"]').textContent()).toContain("email");
   expect(await page.locator("svg.chart rect").count()).toBe(60);
+
+  // Live: a job enqueued by another process shows up in the count without a reload.
+  await expect.poll(() => page.textContent("#live")).toBe("live");
+  const scheduledCell = page.locator('tr[data-queue="email"] [data-f="scheduled"]');
+  const scheduledBefore = Number(await scheduledCell.textContent());
+  const navigations: string[] = [];
+  page.on("framenavigated", (frame) => navigations.push(frame.url()));
+  const started = Date.now();
+  await promisify(execFile)(
+    process.execPath,
+    ["bin/skipq.js", "enqueue", "welcome-email", "--queue", "email", "--delay", "1h", "--schema", t.schema],
+    { env: { ...process.env } },
+  );
+  await expect
+    .poll(async () => Number(await scheduledCell.textContent()), { timeout: 5000, interval: 50 })
+    .toBe(scheduledBefore + 1);
+  console.log(`live count updated ${Date.now() - started} ms after the enqueue command started`);
+  expect(navigations).toEqual([]);
 
   mkdirSync(".ci-artifacts", { recursive: true });
   await page.screenshot({ path: ".ci-artifacts/dashboard-overview.png", fullPage: true });

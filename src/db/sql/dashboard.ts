@@ -10,6 +10,7 @@ import { statements } from "../statements.js";
 
 export function dashboardStatements(names: Schema) {
   const sessions = names.table("dashboard_sessions");
+  const schema = names.sql;
   return statements(
     names,
     { prepare: false },
@@ -32,6 +33,17 @@ export function dashboardStatements(names: Schema) {
                     RETURNING principal`,
       /** Sign-out. */
       sessionRevoke: `DELETE FROM ${sessions} WHERE id = $1`,
+
+      /**
+       * The live view's watched jobs ($1: ids, at most a few hundred): one probe of jobs' key and of
+       * job_history's id index per id, whatever the number of viewers watching them.
+       */
+      liveJobs: `SELECT id, queue, kind, status, priority, attempts, max_attempts, run_at, locked_by, locked_at,
+                       completed_at, updated_at, left(last_error, 2000) AS last_error
+                  FROM ${schema}.all_jobs WHERE id = ANY($1::bigint[])`,
+      /** Jobs in flight, for the workers page: the running partial index (jobs_running_lease), bounded. */
+      liveRunning: `SELECT id, queue, kind, locked_by, locked_at, attempts, max_attempts
+                     FROM ${schema}.jobs WHERE status = 'running' ORDER BY locked_at LIMIT 1000`,
     },
   );
 }

@@ -19,6 +19,7 @@ import { Admin } from "../admin.js";
 import { JOB_STATUSES, type JobStatus } from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
+import { LIVE_JS } from "./assets.js";
 import {
   Authenticator,
   CredentialThrottle,
@@ -33,6 +34,7 @@ import {
   type ThrottleOptions,
 } from "./auth.js";
 import type { SafeHtml } from "./html.js";
+import { LiveHub, type LiveInterest, workersWithInFlight } from "./live.js";
 import { defaultRedactor, type Redactor } from "./redact.js";
 import {
   CSS,
@@ -44,6 +46,7 @@ import {
   overviewPage,
   type PageContext,
   signInPage,
+  workersPage,
 } from "./views.js";
 
 export interface DashboardOptions {
@@ -101,6 +104,11 @@ export interface DashboardOptions {
    * minute, never applied to a client that signed in as that name before).
    */
   signInThrottle?: ThrottleOptions;
+  /**
+   * Live pages: one listener connection and one snapshot per `interval` for every open tab together
+   * (server-sent events at `<base>/events`). `false`: no live feed; pages refresh themselves instead. Default `{ interval: "1s" }`.
+   */
+  live?: { interval?: Duration } | false;
   /** Where the environment credentials are read from. Default `process.env`. */
   env?: NodeJS.ProcessEnv;
   /** Default: the client's logger. */
@@ -117,6 +125,8 @@ export interface Dashboard {
   /** The request handler. Requests outside `basePath` go to `next`, or get a 404. */
   handle: DashboardHandler;
   readonly metrics: SkipqMetrics | undefined;
+  /** The live feed's hub (undefined when `live: false`): how many viewers, snapshots and statements. */
+  readonly live: LiveHub | undefined;
   /** Closes the client the dashboard created (never one passed in). */
   close(): Promise<void>;
 }
@@ -183,7 +193,21 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   );
   const redact: Redactor = options.redact === false ? (v) => v : (options.redact ?? defaultRedactor);
   const title = options.title ?? "skipq";
-  const csp = `default-src 'none'; style-src 'sha256-${createHash("sha256").update(CSS).digest("base64")}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
+  const csp = `default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'sha256-${createHash("sha256").update(CSS).digest("base64")}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
+  const live =
+    options.live === false
+      ? undefined
+      : new LiveHub({
+          admin,
+          store: skipq.store,
+          connectionString:
+            skipq.connectionString ??
+            (skipq.pool as { options?: { connectionString?: string } }).options?.connectionString,
+          logger,
+          intervalMs: toMs("live.interval", options.live?.interval ?? "1s", { allowZero: false }),
+          errorOf: (job) => redactError(job.last_error, job),
+        });
+  const liveTopics = (...topics: string[]) => (live ? topics : undefined);
 
   const send = (
     res: http.ServerResponse,
@@ -276,12 +300,12 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             (r) => r,
             (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
           ),
-          admin.workers(),
+          workersInFlight(),
         ]);
         return page(
           200,
           overviewPage(
-            { ...ctx, refresh: 10 },
+            { ...ctx, refresh: 10, live: liveTopics("queues", "workers") },
             {
               queues,
               throughput,
@@ -291,6 +315,22 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             },
           ),
         );
+      }
+      if (rel === "/workers") {
+        return page(200, workersPage({ ...ctx, refresh: 5, live: liveTopics("workers") }, await workersInFlight()));
+      }
+      if (rel === "/events") {
+        if (!live) throw new HttpError(404, "the live feed is off (live: false)");
+        return live.serve(req, res, interestOf(url), principal.id);
+      }
+      if (rel === "/assets/live.js") {
+        res.writeHead(200, {
+          "content-type": "text/javascript; charset=utf-8",
+          "cache-control": "private, max-age=300",
+          "x-content-type-options": "nosniff",
+        });
+        res.end(LIVE_JS);
+        return;
       }
       if (rel === "/jobs") {
         const filter: JobsFilter = {
@@ -312,7 +352,14 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         });
         return page(
           200,
-          jobsPage(ctx, filter, jobs, PAGE_SIZE, JOB_STATUSES, (j) => redactError(j.last_error, j)),
+          jobsPage(
+            { ...ctx, refresh: filter.before ? undefined : 10, live: liveTopics("jobs") },
+            filter,
+            jobs,
+            PAGE_SIZE,
+            JOB_STATUSES,
+            (j) => redactError(j.last_error, j),
+          ),
         );
       }
       const detail = /^\/jobs\/([1-9][0-9]{0,18})$/.exec(rel);
@@ -326,7 +373,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         const moving = job.status === "pending" || job.status === "running";
         return page(
           200,
-          jobPage(moving ? { ...ctx, refresh: 2 } : ctx, job, {
+          jobPage(moving ? { ...ctx, refresh: 2, live: liveTopics("job") } : { ...ctx, live: liveTopics("job") }, job, {
             payload: text.slice(0, MAX_PAYLOAD_CHARS),
             payloadTruncated: Math.max(0, text.length - MAX_PAYLOAD_CHARS),
             headers,
@@ -358,6 +405,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
 
     if (rel === "/logout") {
       await auth.endSession(req);
+      live?.endSession(principal.id);
       logger.info({ by: principal.name }, "skipq dashboard: signed out");
       return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
     }
@@ -402,6 +450,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     }
     throw new HttpError(404, "no such action");
   }
+
+  const workersInFlight = () => workersWithInFlight(admin, skipq.store);
 
   function serveMetrics(res: http.ServerResponse): void {
     const m = metrics as SkipqMetrics;
@@ -535,7 +585,9 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   return {
     handle,
     metrics,
+    live,
     async close() {
+      await live?.close();
       if (ownsClient) await skipq.close();
     },
   };
@@ -560,6 +612,16 @@ function shownJson(redacted: () => unknown, field: "payload" | "headers", id: st
     if (!(error instanceof RangeError)) throw error;
     return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
   }
+}
+
+/** What an event stream asks for: `topics` (queues, workers) and `jobs` (ids, at most 200). */
+function interestOf(url: URL): LiveInterest {
+  const topics = (url.searchParams.get("topics") ?? "").split(",");
+  const jobs = (url.searchParams.get("jobs") ?? "").split(",").filter((id) => id !== "");
+  if (jobs.length > 200) throw new HttpError(400, "jobs: at most 200 ids");
+  for (const id of jobs)
+    if (!/^[1-9][0-9]{0,18}$/.test(id)) throw new HttpError(400, `jobs: ${id.slice(0, 30)} is not a job id`);
+  return { queues: topics.includes("queues"), workers: topics.includes("workers"), jobs };
 }
 
 function param(url: URL, name: string): string {

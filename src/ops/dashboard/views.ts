@@ -1,7 +1,9 @@
 /**
  * The dashboard's pages, rendered on the server with the escaping `html` tag.
- * No JavaScript: actions are plain forms that POST with a CSRF token, and
- * pages of jobs that are still moving refresh themselves with a meta tag.
+ * Every page works without JavaScript: actions are plain forms that POST with
+ * a CSRF token, and pages whose content moves refresh themselves through a
+ * <noscript> meta tag. With scripts on, one self-hosted script (assets.ts)
+ * keeps them live over server-sent events, reading the data-* marks here.
  * Every value shown comes through `html` (escaped) or a redactor first.
  */
 import type { DeadGroup, JobRow, ListedJob, QueueOverview, WorkerPresence } from "../adminTypes.js";
@@ -11,24 +13,42 @@ import { throughputChart } from "./chart.js";
 import { html, raw, type SafeHtml } from "./html.js";
 
 export const CSS = `
-body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
-header{background:#1f2937;color:#fff;padding:8px 16px;display:flex;gap:16px;align-items:center}
-header a{color:#e5e7eb;text-decoration:none}header a:hover{color:#fff}header .brand{font-weight:700;color:#fff}
-header form{margin-left:auto}main{padding:16px;max-width:1200px}
-table{border-collapse:collapse;width:100%;background:#fff;margin:8px 0 16px}
-th,td{border-bottom:1px solid #e5e7eb;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f3f4f6;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
-pre{background:#fff;border:1px solid #e5e7eb;padding:8px;overflow:auto;max-height:480px;white-space:pre-wrap;word-break:break-word}
-.flash{background:#ecfdf5;border:1px solid #10b981;padding:8px;margin-bottom:12px}
-.error{background:#fef2f2;border:1px solid #ef4444;padding:8px;margin-bottom:12px}
-.warn{background:#fffbeb;border:1px solid #f59e0b;padding:8px;margin:4px 0}
-.status{padding:1px 6px;border-radius:8px;background:#e5e7eb}.status-dead{background:#fecaca}.status-completed{background:#bbf7d0}
+:root{color-scheme:light dark;--fg:#1f2937;--muted:#4b5563;--bg:#f9fafb;--card:#fff;--line:#e5e7eb;--head:#f3f4f6;
+--bar:#111827;--barfg:#e5e7eb;--link:#1d4ed8;--focus:#f59e0b;--ok:#ecfdf5;--okline:#047857;--bad:#fef2f2;--badline:#b91c1c;
+--warnbg:#fffbeb;--warnline:#b45309;--chart1:#2563eb;--chart2:#dc2626;--chart3:#059669;--grid:#d1d5db}
+@media (prefers-color-scheme:dark){:root{--fg:#e5e7eb;--muted:#9ca3af;--bg:#0b1120;--card:#111827;--line:#1f2937;--head:#1f2937;
+--bar:#030712;--barfg:#d1d5db;--link:#93c5fd;--ok:#052e16;--okline:#34d399;--bad:#450a0a;--badline:#f87171;--warnbg:#422006;
+--warnline:#fbbf24;--chart1:#60a5fa;--chart2:#f87171;--chart3:#34d399;--grid:#374151}}
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:var(--fg);background:var(--bg)}
+a{color:var(--link)}a:focus-visible,button:focus-visible,input:focus-visible,select:focus-visible,summary:focus-visible{outline:3px solid var(--focus);outline-offset:2px}
+.skip{position:absolute;left:-9999px}.skip:focus{left:8px;top:8px;background:var(--card);padding:8px;z-index:9}
+header{background:var(--bar);color:#fff;padding:8px 16px;display:flex;flex-wrap:wrap;gap:8px 16px;align-items:center}
+header nav{display:flex;flex-wrap:wrap;gap:4px 16px;align-items:center}
+header a{color:var(--barfg);text-decoration:none}header a:hover{color:#fff;text-decoration:underline}header .brand{font-weight:700;color:#fff}
+header .signout{margin-left:auto}.live{font-size:12px;padding:1px 8px;border-radius:8px;border:1px solid #6b7280;color:#d1d5db}
+.live.on{border-color:#34d399;color:#6ee7b7}main{padding:16px;max-width:1280px}
+table{border-collapse:collapse;width:100%;background:var(--card);margin:8px 0 16px}.scroll{overflow-x:auto}
+th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
+th{background:var(--head);font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
+pre{background:var(--card);border:1px solid var(--line);padding:8px;overflow:auto;max-height:480px;white-space:pre-wrap;word-break:break-word}
+.flash{background:var(--ok);border:1px solid var(--okline);padding:8px;margin-bottom:12px}
+.error{background:var(--bad);border:1px solid var(--badline);padding:8px;margin-bottom:12px}
+.warn{background:var(--warnbg);border:1px solid var(--warnline);padding:8px;margin:4px 0}
+.status{padding:1px 6px;border-radius:8px;background:#e5e7eb;color:#111827}.status-dead{background:#fecaca}.status-completed{background:#bbf7d0}
 .status-running{background:#bfdbfe}.status-pending{background:#fef3c7}.status-cancelled{background:#e5e7eb}
-form.inline{display:inline}button{cursor:pointer}.muted{color:#6b7280}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;background:#fff;padding:8px;border:1px solid #e5e7eb}
-dt{font-weight:600}dd{margin:0}.filters input,.filters select{margin-right:8px}
-.signin{max-width:360px;margin:64px auto;background:#fff;border:1px solid #e5e7eb;padding:24px}
+form.inline{display:inline}button{cursor:pointer;font:inherit;padding:2px 10px}.muted{color:var(--muted)}
+input,select{font:inherit;padding:2px 4px;background:var(--card);color:var(--fg);border:1px solid #6b7280}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;background:var(--card);padding:8px;border:1px solid var(--line)}
+dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:end}
+.filters label{display:flex;flex-direction:column;font-size:12px;color:var(--muted)}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:12px}
+.chart{width:100%;height:auto;background:var(--card);border:1px solid var(--line)}
+.chart .axis{stroke:var(--grid)}.chart text{fill:var(--muted)}.chart .s1{stroke:var(--chart1);fill:none}.chart .s2{stroke:var(--chart2);fill:none}
+.chart .b1{fill:var(--chart1)}.chart .b2{fill:var(--chart2)}.chart .b3{fill:var(--chart3)}
+.tabs a{margin-right:8px}.tabs a[aria-current]{font-weight:700;text-decoration:none}
+.signin{max-width:360px;margin:64px auto;background:var(--card);border:1px solid var(--line);padding:24px}
 .signin label{display:block;margin:8px 0}.signin input{width:100%;box-sizing:border-box}
+@media (max-width:640px){main{padding:8px}th,td{padding:3px 4px}dl{grid-template-columns:1fr}dt{margin-top:6px}}
 `;
 
 export interface PageContext {
@@ -36,21 +56,28 @@ export interface PageContext {
   title: string;
   csrf: string | undefined;
   flash: { kind: "flash" | "error"; text: string } | undefined;
-  /** Seconds until the page reloads itself, when its content is still moving. */
+  /** Seconds until the page reloads itself when scripts are off, for pages whose content moves. */
   refresh?: number;
+  /** What the live script subscribes to on this page ("queues", "workers"; watched jobs are marked in the markup). */
+  live?: string[];
 }
 
 export function layout(ctx: PageContext, heading: string, body: SafeHtml | Array<SafeHtml | string>): SafeHtml {
   const b = ctx.base;
+  const live = ctx.live ?? [];
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-${ctx.refresh ? html`<meta http-equiv="refresh" content="${ctx.refresh}">` : ""}
-<title>${heading} · ${ctx.title}</title><style>${raw(CSS)}</style></head>
-<body><header><a class="brand" href="${b}/">${ctx.title}</a>
-<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/dead">Dead</a><a href="${b}/metrics">Metrics</a>
-${ctx.csrf === undefined ? "" : html`<form class="inline" method="post" action="${b}/logout">${csrfField(ctx.csrf)}<button type="submit">Sign out</button></form>`}
-</header><main><h1>${heading}</h1>
+${ctx.refresh ? html`<noscript><meta http-equiv="refresh" content="${ctx.refresh}"></noscript>` : ""}
+<title>${heading} · ${ctx.title}</title><style>${raw(CSS)}</style>
+${live.length > 0 ? html`<script src="${b}/assets/live.js" defer></script>` : ""}</head>
+<body data-base="${b}" data-live="${live.join(",")}"><a class="skip" href="#main">Skip to content</a>
+<header><nav aria-label="Main"><a class="brand" href="${b}/">${ctx.title}</a>
+<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/dead">Dead</a><a href="${b}/metrics">Metrics</a></nav>
+${live.length > 0 ? html`<span id="live" class="live off" title="Live updates">static</span>` : ""}
+${ctx.csrf === undefined ? "" : html`<form class="inline signout" method="post" action="${b}/logout">${csrfField(ctx.csrf)}<button type="submit">Sign out</button></form>`}
+</header><main id="main"><h1>${heading}</h1>
 ${ctx.flash ? html`<div class="${ctx.flash.kind}" role="status">${ctx.flash.text}</div>` : ""}
+<p id="live-notice" class="warn" hidden>Things changed while you were selecting; <a href="">reload</a> to see them.</p>
 ${body}</main></body></html>`;
 }
 
@@ -125,11 +152,11 @@ export function overviewPage(
 ): SafeHtml {
   const here = `${ctx.base}/`;
   const rows = data.queues.map(
-    (q) => html`<tr data-queue="${q.queue}">
-<td><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.queue)}">${q.queue}</a></td>
-<td class="n">${q.pending}</td><td class="n">${q.scheduled}</td><td class="n">${q.running}</td>
+    (q) => html`<tr data-queue="${q.queue}" data-dead="${q.dead}" data-paused="${q.paused}">
+<td><a href="${ctx.base}/queues/${encodeURIComponent(q.queue)}">${q.queue}</a></td>
+<td class="n" data-f="pending">${q.pending}</td><td class="n" data-f="scheduled">${q.scheduled}</td><td class="n" data-f="running">${q.running}</td>
 <td class="n">${q.dead > 0 ? html`<a href="${ctx.base}/dead?queue=${encodeURIComponent(q.queue)}">${q.dead}</a>` : "0"}</td>
-<td class="n">${q.completedLastHour}</td><td class="n">${duration(q.oldestPendingSeconds)}</td>
+<td class="n" data-f="completed">${q.completedLastHour}</td><td class="n">${duration(q.oldestPendingSeconds)}</td>
 <td>${q.paused ? html`<strong>paused</strong>` : "active"}</td>
 <td>${q.paused ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/resume`, "Resume", { back: here }) : action(ctx, `/queues/${encodeURIComponent(q.queue)}/pause`, "Pause", { back: here })}
 ${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, `Retry ${q.dead} dead`, { back: here }) : ""}</td></tr>`,
@@ -140,13 +167,7 @@ ${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, 
       : html`${data.healthError ? html`<div class="warn">Health check failed: ${data.healthError}</div>` : ""}${data.warnings.map(
           (w) => html`<div class="warn" data-check="${w.check}"><strong>${w.check}</strong>: ${w.message}</div>`,
         )}`;
-  const workers =
-    data.workers.length === 0
-      ? html`<p class="muted">No live workers have reported in (workers record themselves every 10 s).</p>`
-      : html`<table><thead><tr><th>Worker</th><th>Queues</th><th>Kinds</th><th>Last seen</th></tr></thead><tbody>${data.workers.map(
-          (w) =>
-            html`<tr><td>${w.id}</td><td>${w.queues.join(", ")}</td><td>${w.kinds.join(", ")}</td><td>${time(w.last_seen_at)}</td></tr>`,
-        )}</tbody></table>`;
+  const workers = workersTable(ctx, data.workers);
   return layout(ctx, "Queues", [
     data.queues.length === 0
       ? html`<p class="muted">No jobs yet.</p>`
@@ -155,6 +176,40 @@ ${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, 
     html`<h2>Health</h2>${warnings}`,
     html`<h2>Throughput</h2>${throughputChart(data.throughput, "Completed per minute")}`,
     html`<h2>Workers</h2>${workers}`,
+  ]);
+}
+
+/** The live workers, with their in-flight jobs when known; the live script redraws its body from events. */
+export function workersTable(ctx: PageContext, workers: Array<WorkerPresence & { inFlight?: InFlight[] }>): SafeHtml {
+  if (workers.length === 0)
+    return html`<p class="muted" id="no-workers">No live workers have reported in (workers record themselves every 10 s).</p>`;
+  return html`<div class="scroll"><table id="workers"><thead><tr><th>Worker</th><th>Host</th><th>Queues</th><th>Kinds</th><th>In flight</th><th>Last seen</th></tr></thead><tbody>${workers.map(
+    (w) =>
+      html`<tr data-worker="${w.id}"><td>${w.id}</td><td>${w.hostname ?? "—"}${w.pid ? ` · ${w.pid}` : ""}</td><td>${w.queues.join(", ")}</td><td>${w.kinds.join(", ")}</td>
+<td data-f="inflight">${
+        w.inFlight === undefined
+          ? html`<span class="muted">—</span>`
+          : w.inFlight.length === 0
+            ? "idle"
+            : w.inFlight.map(
+                (j, i) => html`${i > 0 ? ", " : ""}<a href="${ctx.base}/jobs/${j.id}">${j.kind} #${j.id}</a>`,
+              )
+      }</td><td>${time(w.last_seen_at)}</td></tr>`,
+  )}</tbody></table></div>`;
+}
+
+export interface InFlight {
+  id: string;
+  queue: string;
+  kind: string;
+  locked_at: Date | null;
+  attempts: number;
+}
+
+export function workersPage(ctx: PageContext, workers: Array<WorkerPresence & { inFlight: InFlight[] }>): SafeHtml {
+  return layout(ctx, "Workers", [
+    html`<p class="muted">Workers record themselves every 10 s; a worker that stops recording is gone after its presence expires.</p>`,
+    workersTable(ctx, workers),
   ]);
 }
 
@@ -193,8 +248,8 @@ export function jobsPage(
   const rows = jobs.map(
     (
       j,
-    ) => html`<tr><td><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td><td>${j.queue}</td><td>${j.kind}</td><td>${status(j.status)}</td>
-<td class="n">${j.attempts}/${j.max_attempts}</td><td>${time(j.run_at)}</td><td>${time(j.updated_at)}</td><td class="n">${j.payload_bytes} B</td>
+    ) => html`<tr data-watch-job="${j.id}" data-status="${j.status}"><td><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td><td>${j.queue}</td><td>${j.kind}</td><td>${status(j.status)}</td>
+<td class="n" data-f="attempts">${j.attempts}/${j.max_attempts}</td><td>${time(j.run_at)}</td><td>${time(j.updated_at)}</td><td class="n">${j.payload_bytes} B</td>
 <td>${firstLine(errorOf(j))}</td></tr>`,
   );
   const paging = html`<p>${filter.before ? html`<a href="${query()}">« newest</a> ` : ""}${last && jobs.length === limit ? html`<a href="${query(last.id)}" rel="next">older »</a>` : ""}</p>`;
@@ -202,7 +257,7 @@ export function jobsPage(
     form,
     jobs.length === 0
       ? html`<p class="muted">No jobs match.</p>`
-      : html`<table id="jobs"><thead><tr><th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Run at</th><th>Updated</th><th>Payload</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table>`,
+      : html`<table id="jobs"${filter.before ? "" : html` data-live-list="${filter.queue}"`}><thead><tr><th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Run at</th><th>Updated</th><th>Payload</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table>`,
     paging,
   ]);
 }
@@ -223,14 +278,14 @@ export function jobPage(
   ];
   return layout(ctx, `Job ${job.id}`, [
     html`<p>${actions}</p>`,
-    html`<dl id="job">
+    html`<dl id="job" data-watch-job="${job.id}" data-status="${job.status}">
 <dt>Status</dt><dd id="job-status">${status(job.status)}</dd>
 <dt>Queue</dt><dd><a href="${ctx.base}/jobs?queue=${encodeURIComponent(job.queue)}">${job.queue}</a></dd>
 <dt>Kind</dt><dd>${job.kind}</dd><dt>Priority</dt><dd>${job.priority}</dd>
-<dt>Attempts</dt><dd>${job.attempts} of ${job.max_attempts}</dd>
+<dt>Attempts</dt><dd data-f="attempts">${job.attempts}/${job.max_attempts}</dd>
 <dt>Run at</dt><dd>${time(job.run_at)}</dd><dt>Created</dt><dd>${time(job.created_at)}</dd>
 <dt>Updated</dt><dd>${time(job.updated_at)}</dd><dt>Locked at</dt><dd>${time(job.locked_at)}</dd>
-<dt>Locked by</dt><dd>${job.locked_by ?? "—"}</dd><dt>Lease expires</dt><dd>${time(job.lease_expires_at)}</dd>
+<dt>Locked by</dt><dd data-f="locked_by">${job.locked_by ?? "—"}</dd><dt>Lease expires</dt><dd>${time(job.lease_expires_at)}</dd>
 <dt>Completed</dt><dd>${time(job.completed_at)}</dd>
 <dt>Idempotency key</dt><dd>${job.idempotency_key ?? "—"}</dd>
 <dt>Error fingerprint</dt><dd>${job.error_fingerprint ? html`<a href="${ctx.base}/dead?queue=${encodeURIComponent(job.queue)}">${job.error_fingerprint}</a>` : "—"}</dd>
