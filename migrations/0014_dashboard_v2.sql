@@ -19,6 +19,9 @@ CREATE TABLE queue_stats_minute (
   running     integer,
   wait_p50_ms double precision,
   wait_p95_ms double precision,
+  -- The minute's finishes are counted (it ended before a rollup pass); the
+  -- newest closed bucket is where the next pass starts.
+  closed      boolean     NOT NULL DEFAULT false,
   PRIMARY KEY (queue, bucket)
 );
 -- Retention deletes by age across queues.

@@ -22,6 +22,9 @@ import {
   type QueueOverview,
   type QueueSettings,
   type QueueStats,
+  STATS_RANGES,
+  type StatsPoint,
+  type StatsRange,
   type WorkerPresence,
 } from "./adminTypes.js";
 import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
@@ -198,6 +201,56 @@ export class Admin {
     const perMinute = new Array<number>(60).fill(0);
     for (const r of rows) if (r.minutes_ago >= 0 && r.minutes_ago < 60) perMinute[59 - r.minutes_ago] = r.n;
     return perMinute;
+  }
+
+  /**
+   * A queue's statistics (or all queues') over the last hour, day or week, from the maintainer's
+   * per-minute rollup, never from history: 60 one-minute, 144 ten-minute or 168 one-hour buckets,
+   * oldest first, every bucket present (zeros where nothing happened; depth and wait null where
+   * nothing was sampled).
+   */
+  async queueSeries(queue: string | undefined, range: StatsRange): Promise<StatsPoint[]> {
+    const shape = STATS_RANGES[range];
+    if (!shape) throw new ValidationError(`range must be one of ${Object.keys(STATS_RANGES).join(", ")}`);
+    const [{ rows }, { rows: now }] = await Promise.all([
+      this.store.query(this.store.sql.stats.series, [
+        queue === undefined ? null : assertName("queue", queue),
+        shape.step,
+        shape.span,
+      ]),
+      this.store.query(this.store.sql.stats.dbNow),
+    ]);
+    const stepMs = shape.step * 1000;
+    const byTime = new Map<number, StatsPoint>();
+    for (const r of rows)
+      byTime.set(new Date(r.t).getTime(), {
+        t: new Date(r.t),
+        completed: r.completed,
+        failed: r.failed,
+        cancelled: r.cancelled,
+        depth: r.depth,
+        running: r.running,
+        p50: r.p50 === null ? null : Number(r.p50),
+        p95: r.p95 === null ? null : Number(r.p95),
+      });
+    const last = Math.floor(new Date(now[0].now).getTime() / stepMs) * stepMs;
+    const points: StatsPoint[] = [];
+    for (let i = shape.span / shape.step - 1; i >= 0; i--) {
+      const t = last - i * stepMs;
+      points.push(
+        byTime.get(t) ?? {
+          t: new Date(t),
+          completed: 0,
+          failed: 0,
+          cancelled: 0,
+          depth: null,
+          running: null,
+          p50: null,
+          p95: null,
+        },
+      );
+    }
+    return points;
   }
 
   /** Workers that recorded their presence recently (each does every 10 s by default). */

@@ -144,3 +144,28 @@ export interface CronScheduleRow {
   /** The next tick after the database's now; null if none (or the expression is unreadable). */
   nextTick: Date | null;
 }
+
+/** The ranges a queue's statistics are shown over. */
+export type StatsRange = "1h" | "24h" | "7d";
+/** Each range's bucket width and span, seconds. */
+export const STATS_RANGES: Record<StatsRange, { step: number; span: number }> = {
+  "1h": { step: 60, span: 3600 },
+  "24h": { step: 600, span: 86_400 },
+  "7d": { step: 3600, span: 604_800 },
+};
+
+/** One bucket of a queue's statistics (from the maintainer's per-minute rollup). */
+export interface StatsPoint {
+  /** The bucket's start. */
+  t: Date;
+  completed: number;
+  /** Dead. */
+  failed: number;
+  cancelled: number;
+  /** Runnable pending jobs, the bucket's largest sample; null when none was taken. */
+  depth: number | null;
+  running: number | null;
+  /** Wait (run_at → start of the last attempt) of the jobs that finished, ms. */
+  p50: number | null;
+  p95: number | null;
+}

@@ -187,3 +187,26 @@ test("pages load the live script from 'self' only, carry no inline script, and s
   expect(script.headers.get("content-type")).toContain("text/javascript");
   expect(await script.text()).toContain("EventSource");
 });
+
+test("a queue's page draws throughput, failures, depth and wait from the rollup over 1h, 24h and 7d", async () => {
+  await t.db.query(
+    `INSERT INTO "${t.schema}".queue_stats_minute (queue, bucket, completed, failed, depth, running, wait_p50_ms, wait_p95_ms, closed)
+     VALUES ('charts', date_trunc('minute', now()) - interval '5 minutes', 42, 3, 7, 2, 120, 900, true)`,
+  );
+  for (const range of ["1h", "24h", "7d"]) {
+    const res = await fetch(`${origin}/ops/queues/charts?range=${range}`, { headers: { cookie } });
+    expect(res.status, range).toBe(200);
+    const text = await res.text();
+    for (const id of ["chart-throughput", "chart-failures", "chart-depth", "chart-wait"])
+      expect(text).toContain(`id="${id}"`);
+    expect(text).toContain('aria-label="Throughput: 42 completed"');
+    expect(text).toContain('aria-label="Failures: 3 dead, 0 cancelled"');
+    expect(text).toContain("p95 peak 900 ms");
+  }
+  const fragment = await fetch(`${origin}/ops/charts?queue=charts&range=24h`, { headers: { cookie } });
+  expect(await fragment.text()).toMatch(/^<div data-charts="range=24h&amp;queue=charts"><div class="charts">/);
+  expect((await fetch(`${origin}/ops/queues/charts?range=2d`, { headers: { cookie } })).status).toBe(400);
+  expect((await fetch(`${origin}/ops/charts?queue=${encodeURIComponent("<x>")}`, { headers: { cookie } })).status).toBe(
+    400,
+  );
+});

@@ -9,7 +9,8 @@
  * counts, a job's status and attempts, the workers table. Where a change
  * needs new markup (a job changed state, a new queue, new jobs on the first
  * page of a list) it fetches the page again and swaps its <main>, at most
- * once a second, and never while a bulk selection is being made. Everything
+ * once a second, and never while a bulk selection is being made. Charts are
+ * reloaded from <base>/charts every 30 s (the server shares them for 15 s). Everything
  * it writes goes through textContent or the server's own escaped markup.
  */
 export const LIVE_JS = `"use strict";
@@ -162,6 +163,21 @@ export const LIVE_JS = `"use strict";
     });
     tbody.replaceChildren.apply(tbody, rows);
   }
+
+  // Charts come from the maintainer's per-minute rollup: reloaded every 30 s while the tab is visible.
+  setInterval(function () {
+    if (document.visibilityState !== "visible") return;
+    Array.prototype.forEach.call(document.querySelectorAll("[data-charts]"), function (el) {
+      fetch(base + "/charts?" + el.getAttribute("data-charts"), { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (text) {
+          if (!text) return;
+          var next = new DOMParser().parseFromString(text, "text/html").querySelector("[data-charts]");
+          if (next) el.replaceWith(document.adoptNode(next));
+        })
+        .catch(function () {});
+    });
+  }, 30000);
 
   connect();
   addEventListener("pagehide", function () { if (es) es.close(); });

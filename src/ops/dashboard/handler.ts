@@ -16,7 +16,7 @@ import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger, type Logger } from "../../core/logger.js";
 import { assertInt, type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
 import { Admin } from "../admin.js";
-import { JOB_STATUSES, type JobStatus } from "../adminTypes.js";
+import { JOB_STATUSES, type JobStatus, STATS_RANGES, type StatsPoint, type StatsRange } from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
 import { LIVE_JS } from "./assets.js";
@@ -38,6 +38,7 @@ import { LiveHub, type LiveInterest, workersWithInFlight } from "./live.js";
 import { defaultRedactor, type Redactor } from "./redact.js";
 import {
   CSS,
+  chartsBlock,
   deadPage,
   type JobsFilter,
   jobPage,
@@ -45,6 +46,7 @@ import {
   messagePage,
   overviewPage,
   type PageContext,
+  queuePage,
   signInPage,
   workersPage,
 } from "./views.js";
@@ -293,9 +295,9 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
 
     if (req.method === "GET" || req.method === "HEAD") {
       if (rel === "/") {
-        const [queues, throughput, health, workers] = await Promise.all([
+        const [queues, stats, health, workers] = await Promise.all([
           admin.overview(),
-          admin.throughput(),
+          series(undefined, "1h"),
           admin.health(options.health).then(
             (r) => r,
             (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
@@ -308,13 +310,33 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             { ...ctx, refresh: 10, live: liveTopics("queues", "workers") },
             {
               queues,
-              throughput,
+              stats,
               warnings: health instanceof Error ? [] : health.warnings,
               healthError: health instanceof Error ? health.message : undefined,
               workers,
             },
           ),
         );
+      }
+      const queueMatch = /^\/queues\/([^/]+)$/.exec(rel);
+      if (queueMatch) {
+        const queue = decodePathSegment(queueMatch[1] as string);
+        if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+        const range = rangeOf(url);
+        const [overview, stats] = await Promise.all([admin.overview(), series(queue, range)]);
+        return page(
+          200,
+          queuePage(
+            { ...ctx, refresh: 30, live: liveTopics("queues") },
+            { queue, overview: overview.find((q) => q.queue === queue), range, stats },
+          ),
+        );
+      }
+      if (rel === "/charts") {
+        const queue = param(url, "queue");
+        if (queue && !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+        const range = rangeOf(url);
+        return send(res, 200, chartsBlock(range, queue, await series(queue || undefined, range)));
       }
       if (rel === "/workers") {
         return page(200, workersPage({ ...ctx, refresh: 5, live: liveTopics("workers") }, await workersInFlight()));
@@ -450,6 +472,19 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     }
     throw new HttpError(404, "no such action");
   }
+
+  /** Chart series, shared by every viewer for 15 s (a page's charts reload every 30 s). */
+  const seriesCache = new Map<string, { at: number; points: Promise<StatsPoint[]> }>();
+  const series = (queue: string | undefined, range: StatsRange): Promise<StatsPoint[]> => {
+    const key = `${queue ?? ""}\u0000${range}`;
+    const hit = seriesCache.get(key);
+    if (hit && Date.now() - hit.at < 15_000) return hit.points;
+    if (seriesCache.size > 1000) seriesCache.clear();
+    const points = admin.queueSeries(queue, range);
+    seriesCache.set(key, { at: Date.now(), points });
+    points.catch(() => seriesCache.delete(key));
+    return points;
+  };
 
   const workersInFlight = () => workersWithInFlight(admin, skipq.store);
 
@@ -612,6 +647,13 @@ function shownJson(redacted: () => unknown, field: "payload" | "headers", id: st
     if (!(error instanceof RangeError)) throw error;
     return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
   }
+}
+
+function rangeOf(url: URL): StatsRange {
+  const range = url.searchParams.get("range") || "1h";
+  if (!(range in STATS_RANGES))
+    throw new HttpError(400, `range must be one of ${Object.keys(STATS_RANGES).join(", ")}`);
+  return range as StatsRange;
 }
 
 /** What an event stream asks for: `topics` (queues, workers) and `jobs` (ids, at most 200). */

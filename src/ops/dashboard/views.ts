@@ -6,10 +6,18 @@
  * keeps them live over server-sent events, reading the data-* marks here.
  * Every value shown comes through `html` (escaped) or a redactor first.
  */
-import type { DeadGroup, JobRow, ListedJob, QueueOverview, WorkerPresence } from "../adminTypes.js";
+import type {
+  DeadGroup,
+  JobRow,
+  ListedJob,
+  QueueOverview,
+  StatsPoint,
+  StatsRange,
+  WorkerPresence,
+} from "../adminTypes.js";
 import type { HealthWarning } from "../health.js";
 import { finiteDate, timestampText } from "../timestamp.js";
-import { throughputChart } from "./chart.js";
+import { statsCharts } from "./chart.js";
 import { html, raw, type SafeHtml } from "./html.js";
 
 export const CSS = `
@@ -44,7 +52,7 @@ dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:12px}
 .chart{width:100%;height:auto;background:var(--card);border:1px solid var(--line)}
 .chart .axis{stroke:var(--grid)}.chart text{fill:var(--muted)}.chart .s1{stroke:var(--chart1);fill:none}.chart .s2{stroke:var(--chart2);fill:none}
-.chart .b1{fill:var(--chart1)}.chart .b2{fill:var(--chart2)}.chart .b3{fill:var(--chart3)}
+.chart .b1,.chart text.t1{fill:var(--chart1)}.chart .b2,.chart text.t2,.chart text.b2{fill:var(--chart2)}.chart .b3,.chart text.b3{fill:var(--chart3)}
 .tabs a{margin-right:8px}.tabs a[aria-current]{font-weight:700;text-decoration:none}
 .signin{max-width:360px;margin:64px auto;background:var(--card);border:1px solid var(--line);padding:24px}
 .signin label{display:block;margin:8px 0}.signin input{width:100%;box-sizing:border-box}
@@ -144,7 +152,7 @@ export function overviewPage(
   ctx: PageContext,
   data: {
     queues: QueueOverview[];
-    throughput: number[];
+    stats: StatsPoint[];
     warnings: HealthWarning[];
     healthError: string | undefined;
     workers: WorkerPresence[];
@@ -174,8 +182,40 @@ ${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, 
       : html`<table id="queues"><thead><tr><th>Queue</th><th>Pending</th><th>Scheduled</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
 <tbody>${rows}</tbody></table>`,
     html`<h2>Health</h2>${warnings}`,
-    html`<h2>Throughput</h2>${throughputChart(data.throughput, "Completed per minute")}`,
+    html`<h2>Last hour, all queues</h2>${chartsBlock("1h", "", data.stats)}`,
     html`<h2>Workers</h2>${workers}`,
+  ]);
+}
+
+const RANGE_FROM: Record<StatsRange, string> = { "1h": "1 h ago", "24h": "24 h ago", "7d": "7 d ago" };
+
+/** A queue's charts (or all queues'), which the live script reloads from `<base>/charts` every 30 s. */
+export function chartsBlock(range: StatsRange, queue: string, points: StatsPoint[]): SafeHtml {
+  const query = new URLSearchParams({ range, ...(queue ? { queue } : {}) }).toString();
+  return html`<div data-charts="${query}">${statsCharts(points, RANGE_FROM[range])}</div>`;
+}
+
+export function queuePage(
+  ctx: PageContext,
+  data: { queue: string; overview: QueueOverview | undefined; range: StatsRange; stats: StatsPoint[] },
+): SafeHtml {
+  const q = data.overview;
+  const enc = encodeURIComponent(data.queue);
+  const here = `${ctx.base}/queues/${enc}`;
+  const tabs = (["1h", "24h", "7d"] as StatsRange[]).map(
+    (r) => html`<a href="${here}?range=${r}"${r === data.range ? raw(' aria-current="page"') : ""}>${r}</a>`,
+  );
+  return layout(ctx, `Queue ${data.queue}`, [
+    q
+      ? html`<div class="scroll"><table id="queues"><thead><tr><th>Pending</th><th>Scheduled</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
+<tbody><tr data-queue="${q.queue}" data-dead="${q.dead}" data-paused="${q.paused}"><td class="n" data-f="pending">${q.pending}</td><td class="n" data-f="scheduled">${q.scheduled}</td>
+<td class="n" data-f="running">${q.running}</td><td class="n">${q.dead}</td><td class="n" data-f="completed">${q.completedLastHour}</td><td class="n">${duration(q.oldestPendingSeconds)}</td>
+<td>${q.paused ? html`<strong>paused</strong>` : "active"}</td>
+<td>${q.paused ? action(ctx, `/queues/${enc}/resume`, "Resume", { back: here }) : action(ctx, `/queues/${enc}/pause`, "Pause", { back: here })}
+<a href="${ctx.base}/jobs?queue=${enc}">Jobs</a></td></tr></tbody></table></div>`
+      : html`<p class="muted">No jobs in this queue now.</p>`,
+    html`<h2>Statistics</h2><p class="tabs">Range: ${tabs}</p>${chartsBlock(data.range, data.queue, data.stats)}
+<p class="muted">From the maintainer's per-minute rollup (written by the leader every 20 s, kept 7 days).</p>`,
   ]);
 }
 
