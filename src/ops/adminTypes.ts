@@ -169,3 +169,34 @@ export interface StatsPoint {
   p50: number | null;
   p95: number | null;
 }
+
+/** The jobs explorer's filter: every field optional, all given ones must hold. */
+export interface JobFilter {
+  status?: JobStatus;
+  queue?: string;
+  kind?: string;
+  /** Only these jobs (at most 1000 ids). */
+  ids?: string[];
+  /** Text in the last error (case-insensitive), at most 200 characters. */
+  search?: string;
+  /** Created at or after. */
+  createdFrom?: Date;
+  /** Created before. */
+  createdTo?: Date;
+  /** A dotted path into the payload, e.g. "customer.id" (keys of letters, digits, "_" and "-"). */
+  payloadPath?: string;
+  /** With payloadPath: the value there (JSON, or else a string); without it, the path only has to exist. */
+  payloadValue?: string;
+}
+
+/** What the explorer's bulk actions do. */
+export type BulkAction = "retry" | "cancel" | "delete" | "run-now" | "priority";
+export const BULK_ACTIONS: readonly BulkAction[] = ["retry", "cancel", "delete", "run-now", "priority"];
+
+/** How many jobs a filter matches (up to the bulk limit + 1) and how many of them each action would touch. */
+export interface BulkCounts {
+  matched: number;
+  /** The most jobs one bulk action touches. */
+  limit: number;
+  applicable: Record<BulkAction, number>;
+}

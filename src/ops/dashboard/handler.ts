@@ -16,7 +16,17 @@ import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger, type Logger } from "../../core/logger.js";
 import { assertInt, type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
 import { Admin } from "../admin.js";
-import { JOB_STATUSES, type JobStatus, STATS_RANGES, type StatsPoint, type StatsRange } from "../adminTypes.js";
+import {
+  BULK_ACTIONS,
+  type BulkAction,
+  JOB_STATUSES,
+  type JobFilter,
+  type JobStatus,
+  type ListedJob,
+  STATS_RANGES,
+  type StatsPoint,
+  type StatsRange,
+} from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
 import { LIVE_JS } from "./assets.js";
@@ -37,9 +47,11 @@ import type { SafeHtml } from "./html.js";
 import { LiveHub, type LiveInterest, workersWithInFlight } from "./live.js";
 import { defaultRedactor, type Redactor } from "./redact.js";
 import {
+  bulkConfirmPage,
   CSS,
   chartsBlock,
   deadPage,
+  FILTER_FIELDS,
   type JobsFilter,
   jobPage,
   jobsPage,
@@ -355,30 +367,16 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         return;
       }
       if (rel === "/jobs") {
-        const filter: JobsFilter = {
-          queue: param(url, "queue"),
-          kind: param(url, "kind"),
-          status: param(url, "status"),
-          search: param(url, "q"),
-          before: param(url, "before"),
-        };
-        if (filter.status && !JOB_STATUSES.includes(filter.status as JobStatus))
-          throw new HttpError(400, `status must be one of ${JOB_STATUSES.join(", ")}`);
-        const jobs = await admin.listJobs({
-          ...(filter.queue ? { queue: filter.queue } : {}),
-          ...(filter.kind ? { kind: filter.kind } : {}),
-          ...(filter.status ? { status: filter.status as JobStatus } : {}),
-          ...(filter.search ? { search: filter.search } : {}),
-          ...(filter.before ? { before: filter.before } : {}),
-          limit: PAGE_SIZE,
-        });
+        const filter = filterOf((name) => param(url, name));
+        const before = param(url, "before");
+        if (before && !/^[1-9][0-9]{0,18}$/.test(before)) throw new HttpError(400, "before must be a job id");
+        const jobs = await search(filter, before);
         return page(
           200,
           jobsPage(
-            { ...ctx, refresh: filter.before ? undefined : 10, live: liveTopics("jobs") },
+            { ...ctx, refresh: before ? undefined : 10, live: liveTopics("jobs") },
             filter,
-            jobs,
-            PAGE_SIZE,
+            { before, jobs, limit: PAGE_SIZE, canAct: true },
             JOB_STATUSES,
             (j) => redactError(j.last_error, j),
           ),
@@ -430,6 +428,50 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       live?.endSession(principal.id);
       logger.info({ by: principal.name }, "skipq dashboard: signed out");
       return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
+    }
+    if (rel === "/jobs/bulk") {
+      const filter = filterOf((name) => formParam(form, name));
+      const action = form.get("action") as BulkAction;
+      if (!BULK_ACTIONS.includes(action)) throw new HttpError(400, `action must be one of ${BULK_ACTIONS.join(", ")}`);
+      const scope = form.get("scope") === "selected" ? "selected" : "filter";
+      const ids = form.getAll("ids");
+      if (scope === "selected") {
+        if (ids.length === 0) return done("Select at least one job first.", "err");
+        if (ids.length > 500 || !ids.every((id) => /^[1-9][0-9]{0,18}$/.test(id)))
+          throw new HttpError(400, "ids: at most 500 job ids");
+      }
+      const priorityText = form.get("priority") ?? "0";
+      if (action === "priority" && !/^-?[0-9]{1,5}$/.test(priorityText))
+        throw new HttpError(400, "priority must be a whole number from -32768 to 32767");
+      const priority = Number(priorityText);
+      if (action === "priority" && (priority < -32768 || priority > 32767))
+        throw new HttpError(400, "priority must be a whole number from -32768 to 32767");
+      const target = { ...toJobFilter(filter), ...(scope === "selected" ? { ids } : {}) };
+      if (form.get("confirm") === null) {
+        const counts = await admin.bulkCounts(target);
+        return page(
+          200,
+          bulkConfirmPage(ctx, {
+            action,
+            scope,
+            ids: scope === "selected" ? ids : [],
+            filter,
+            priority: priorityText,
+            counts,
+          }),
+        );
+      }
+      const n = await admin.bulk(action, target, { priority });
+      logger.info({ action, scope, jobs: n, by: principal.name }, "skipq dashboard: bulk action");
+      const query = new URLSearchParams(
+        Object.entries(FILTER_FIELDS).flatMap(([k, name]): Array<[string, string]> => {
+          const v = filter[k as keyof JobsFilter];
+          return v ? [[name, v]] : [];
+        }),
+      ).toString();
+      return redirect(res, `${base}/jobs${query ? `?${query}` : ""}`, [
+        cookie(req, FLASH_COOKIE, `ok:${action}: ${n} job(s) changed.`, 30),
+      ]);
     }
     let m = /^\/jobs\/([1-9][0-9]{0,18})\/(retry|cancel)$/.exec(rel);
     if (m) {
@@ -484,6 +526,19 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     seriesCache.set(key, { at: Date.now(), points });
     points.catch(() => seriesCache.delete(key));
     return points;
+  };
+
+  /** Explorer pages, shared by every viewer of the same filter for 1 s (the live script refreshes first pages). */
+  const searchCache = new Map<string, { at: number; jobs: Promise<ListedJob[]> }>();
+  const search = (filter: JobsFilter, before: string): Promise<ListedJob[]> => {
+    const key = JSON.stringify([filter, before]);
+    const hit = searchCache.get(key);
+    if (hit && Date.now() - hit.at < 1000) return hit.jobs;
+    if (searchCache.size > 1000) searchCache.clear();
+    const jobs = admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE });
+    searchCache.set(key, { at: Date.now(), jobs });
+    jobs.catch(() => searchCache.delete(key));
+    return jobs;
   };
 
   const workersInFlight = () => workersWithInFlight(admin, skipq.store);
@@ -647,6 +702,45 @@ function shownJson(redacted: () => unknown, field: "payload" | "headers", id: st
     if (!(error instanceof RangeError)) throw error;
     return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
   }
+}
+
+/** The explorer's filter as typed, from a URL or a form (each field at most 200 characters). */
+function filterOf(get: (name: string) => string): JobsFilter {
+  const filter = {} as JobsFilter;
+  for (const [key, name] of Object.entries(FILTER_FIELDS) as Array<[keyof JobsFilter, string]>) filter[key] = get(name);
+  if (filter.status && !JOB_STATUSES.includes(filter.status as JobStatus))
+    throw new HttpError(400, `status must be one of ${JOB_STATUSES.join(", ")}`);
+  return filter;
+}
+
+/** A "from"/"to" field: an ISO time, read as UTC when it names no zone (what a datetime-local input sends). */
+function utcTime(name: string, text: string): Date | undefined {
+  if (!text) return undefined;
+  const local = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?)?$/.test(text);
+  const d = new Date(local ? (text.includes("T") ? `${text}Z` : `${text}T00:00Z`) : text);
+  if (!/^\d{4}-/.test(text) || Number.isNaN(d.getTime()))
+    throw new HttpError(400, `${name} must be a time like 2026-01-31T09:00 (UTC) or 2026-01-31T09:00:00+01:00`);
+  return d;
+}
+
+/** The typed filter as Admin's, validated by it (bad names, paths and values are 400s). */
+function toJobFilter(f: JobsFilter): JobFilter {
+  return {
+    ...(f.status ? { status: f.status as JobStatus } : {}),
+    ...(f.queue ? { queue: f.queue } : {}),
+    ...(f.kind ? { kind: f.kind } : {}),
+    ...(f.search ? { search: f.search } : {}),
+    ...(f.from ? { createdFrom: utcTime("from", f.from) } : {}),
+    ...(f.to ? { createdTo: utcTime("to", f.to) } : {}),
+    ...(f.path ? { payloadPath: f.path } : {}),
+    ...(f.value ? { payloadValue: f.value } : {}),
+  };
+}
+
+function formParam(form: URLSearchParams, name: string): string {
+  const value = form.get(name) ?? "";
+  if (value.length > 200) throw new HttpError(400, `${name} is longer than 200 characters`);
+  return value.trim();
 }
 
 function rangeOf(url: URL): StatsRange {

@@ -6,14 +6,17 @@
  * keeps them live over server-sent events, reading the data-* marks here.
  * Every value shown comes through `html` (escaped) or a redactor first.
  */
-import type {
-  DeadGroup,
-  JobRow,
-  ListedJob,
-  QueueOverview,
-  StatsPoint,
-  StatsRange,
-  WorkerPresence,
+import {
+  BULK_ACTIONS,
+  type BulkAction,
+  type BulkCounts,
+  type DeadGroup,
+  type JobRow,
+  type ListedJob,
+  type QueueOverview,
+  type StatsPoint,
+  type StatsRange,
+  type WorkerPresence,
 } from "../adminTypes.js";
 import type { HealthWarning } from "../health.js";
 import { finiteDate, timestampText } from "../timestamp.js";
@@ -29,7 +32,7 @@ export const CSS = `
 --warnline:#fbbf24;--chart1:#60a5fa;--chart2:#f87171;--chart3:#34d399;--grid:#374151}}
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:var(--fg);background:var(--bg)}
 a{color:var(--link)}a:focus-visible,button:focus-visible,input:focus-visible,select:focus-visible,summary:focus-visible{outline:3px solid var(--focus);outline-offset:2px}
-.skip{position:absolute;left:-9999px}.skip:focus{left:8px;top:8px;background:var(--card);padding:8px;z-index:9}
+.skip,.skip-label{position:absolute;left:-9999px}.skip:focus{left:8px;top:8px;background:var(--card);padding:8px;z-index:9}
 header{background:var(--bar);color:#fff;padding:8px 16px;display:flex;flex-wrap:wrap;gap:8px 16px;align-items:center}
 header nav{display:flex;flex-wrap:wrap;gap:4px 16px;align-items:center}
 header a{color:var(--barfg);text-decoration:none}header a:hover{color:#fff;text-decoration:underline}header .brand{font-weight:700;color:#fff}
@@ -253,52 +256,131 @@ export function workersPage(ctx: PageContext, workers: Array<WorkerPresence & { 
   ]);
 }
 
+/** The explorer's filter as the URL and forms carry it (text, as typed). */
 export interface JobsFilter {
   queue: string;
   kind: string;
   status: string;
   search: string;
-  before: string;
+  from: string;
+  to: string;
+  path: string;
+  value: string;
 }
+
+export const FILTER_FIELDS: Record<keyof JobsFilter, string> = {
+  queue: "queue",
+  kind: "kind",
+  status: "status",
+  search: "q",
+  from: "from",
+  to: "to",
+  path: "path",
+  value: "value",
+};
+
+function filterQuery(filter: JobsFilter): URLSearchParams {
+  const p = new URLSearchParams();
+  for (const [key, name] of Object.entries(FILTER_FIELDS)) {
+    const v = filter[key as keyof JobsFilter];
+    if (v) p.set(name, v);
+  }
+  return p;
+}
+
+function filterHidden(filter: JobsFilter): SafeHtml[] {
+  return [...filterQuery(filter)].map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}">`);
+}
+
+const BULK_LABELS: Record<BulkAction, string> = {
+  retry: "Retry (dead, cancelled)",
+  cancel: "Cancel (pending, running)",
+  delete: "Delete (all but running)",
+  "run-now": "Run now (scheduled)",
+  priority: "Set priority (pending)",
+};
 
 export function jobsPage(
   ctx: PageContext,
   filter: JobsFilter,
-  jobs: ListedJob[],
-  limit: number,
+  page: { before: string; jobs: ListedJob[]; limit: number; canAct: boolean },
   statuses: readonly string[],
   errorOf: (job: ListedJob) => string | null,
 ): SafeHtml {
-  const query = (before?: string) => {
-    const p = new URLSearchParams();
-    if (filter.queue) p.set("queue", filter.queue);
-    if (filter.kind) p.set("kind", filter.kind);
-    if (filter.status) p.set("status", filter.status);
-    if (filter.search) p.set("q", filter.search);
-    if (before) p.set("before", before);
+  const { jobs, limit, before } = page;
+  const query = (older?: string) => {
+    const p = filterQuery(filter);
+    if (older) p.set("before", older);
     const s = p.toString();
     return `${ctx.base}/jobs${s ? `?${s}` : ""}`;
   };
   const last = jobs.at(-1);
-  const form = html`<form class="filters" method="get" action="${ctx.base}/jobs">
-<input name="queue" placeholder="queue" value="${filter.queue}"><input name="kind" placeholder="kind" value="${filter.kind}">
-<select name="status"><option value="">any status</option>${statuses.map((s) => html`<option${filter.status === s ? raw(" selected") : ""}>${s}</option>`)}</select>
-<input name="q" placeholder="text in last error" value="${filter.search}"><button type="submit">Filter</button>
-<a href="${ctx.base}/jobs">clear</a></form>`;
+  const field = (name: string, label: string, value: string, attrs = "") =>
+    html`<label>${label}<input name="${name}" value="${value}"${raw(attrs)}></label>`;
+  const form = html`<form class="filters" method="get" action="${ctx.base}/jobs" role="search" aria-label="Filter jobs">
+${field("queue", "Queue", filter.queue)}${field("kind", "Kind", filter.kind)}
+<label>State<select name="status"><option value="">any</option>${statuses.map((s) => html`<option${filter.status === s ? raw(" selected") : ""}>${s}</option>`)}</select></label>
+${field("from", "Created from (UTC)", filter.from, ' placeholder="2026-01-31T09:00"')}${field("to", "Created before (UTC)", filter.to, ' placeholder="2026-01-31T10:00"')}
+${field("q", "Error text", filter.search)}${field("path", "Payload path", filter.path, ' placeholder="customer.id"')}${field("value", "Payload value", filter.value, ' placeholder="42 or text"')}
+<button type="submit">Filter</button> <a href="${ctx.base}/jobs">Clear</a></form>`;
   const rows = jobs.map(
     (
       j,
-    ) => html`<tr data-watch-job="${j.id}" data-status="${j.status}"><td><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td><td>${j.queue}</td><td>${j.kind}</td><td>${status(j.status)}</td>
-<td class="n" data-f="attempts">${j.attempts}/${j.max_attempts}</td><td>${time(j.run_at)}</td><td>${time(j.updated_at)}</td><td class="n">${j.payload_bytes} B</td>
+    ) => html`<tr data-watch-job="${j.id}" data-status="${j.status}">${page.canAct ? html`<td><input type="checkbox" name="ids" value="${j.id}" form="bulk" aria-label="Select job ${j.id}"></td>` : ""}<td><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td><td>${j.queue}</td><td>${j.kind}</td><td>${status(j.status)}</td>
+<td class="n" data-f="attempts">${j.attempts}/${j.max_attempts}</td><td class="n">${j.priority}</td><td>${time(j.run_at)}</td><td>${time(j.created_at)}</td><td class="n">${j.payload_bytes} B</td>
 <td>${firstLine(errorOf(j))}</td></tr>`,
   );
-  const paging = html`<p>${filter.before ? html`<a href="${query()}">« newest</a> ` : ""}${last && jobs.length === limit ? html`<a href="${query(last.id)}" rel="next">older »</a>` : ""}</p>`;
+  const bulk = page.canAct
+    ? html`<form id="bulk" class="filters" method="post" action="${ctx.base}/jobs/bulk" aria-label="Bulk action">
+${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${filterHidden(filter)}
+<label>Bulk action<select name="action">${BULK_ACTIONS.map((a) => html`<option value="${a}">${BULK_LABELS[a]}</option>`)}</select></label>
+<label>Priority<input name="priority" type="number" min="-32768" max="32767" value="0"></label>
+<button type="submit" name="scope" value="selected">Selected jobs…</button>
+<button type="submit" name="scope" value="filter">Every job matching the filter…</button>
+<span class="muted">You see how many jobs it touches before confirming.</span></form>`
+    : "";
+  const paging = html`<p>${before ? html`<a href="${query()}">« newest</a> ` : ""}${last && jobs.length === limit ? html`<a href="${query(last.id)}" rel="next">older »</a>` : ""}</p>`;
   return layout(ctx, "Jobs", [
     form,
-    jobs.length === 0
-      ? html`<p class="muted">No jobs match.</p>`
-      : html`<table id="jobs"${filter.before ? "" : html` data-live-list="${filter.queue}"`}><thead><tr><th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Run at</th><th>Updated</th><th>Payload</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table>`,
+    bulk,
+    html`<div id="jobs-list"${before ? "" : html` data-live-list="${filter.queue}"`}>${
+      jobs.length === 0
+        ? html`<p class="muted">No jobs match.</p>`
+        : html`<div class="scroll"><table id="jobs"><thead><tr>${page.canAct ? html`<th><span class="skip-label">Select</span></th>` : ""}<th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Priority</th><th>Run at</th><th>Created</th><th>Payload</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table></div>`
+    }</div>`,
     paging,
+  ]);
+}
+
+/** The count shown before a bulk action runs, and the form that confirms it. */
+export function bulkConfirmPage(
+  ctx: PageContext,
+  o: {
+    action: BulkAction;
+    scope: "selected" | "filter";
+    ids: string[];
+    filter: JobsFilter;
+    priority: string;
+    counts: BulkCounts;
+  },
+): SafeHtml {
+  const n = o.counts.applicable[o.action];
+  const back = `${ctx.base}/jobs${filterQuery(o.filter).size ? `?${filterQuery(o.filter)}` : ""}`;
+  const what =
+    o.scope === "selected"
+      ? `${o.ids.length} selected job(s)`
+      : `every job matching the filter (${o.counts.matched > o.counts.limit ? `more than ${o.counts.limit}` : o.counts.matched})`;
+  return layout(ctx, "Confirm bulk action", [
+    html`<p id="bulk-count"><strong>${BULK_LABELS[o.action]}${o.action === "priority" ? ` to ${o.priority}` : ""}</strong> on ${what}: this touches <strong data-f="applicable">${n}</strong> job(s)${o.counts.matched > n ? `; the other ${Math.min(o.counts.matched, o.counts.limit) - n} are in states it does not apply to` : ""}.</p>`,
+    o.counts.matched > o.counts.limit
+      ? html`<p class="warn">At most ${o.counts.limit} jobs are changed at a time: run it again for the rest.</p>`
+      : "",
+    n === 0
+      ? html`<p>Nothing to do. <a href="${back}">Back to the jobs</a></p>`
+      : html`<form method="post" action="${ctx.base}/jobs/bulk">${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${filterHidden(o.filter)}
+<input type="hidden" name="action" value="${o.action}"><input type="hidden" name="scope" value="${o.scope}"><input type="hidden" name="priority" value="${o.priority}">
+${o.ids.map((id) => html`<input type="hidden" name="ids" value="${id}">`)}<input type="hidden" name="confirm" value="${n}">
+<button type="submit" id="bulk-confirm">Confirm: ${o.action} ${n} job(s)</button> <a href="${back}">Cancel</a></form>`,
   ]);
 }
 
