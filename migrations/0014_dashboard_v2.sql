@@ -41,5 +41,8 @@ CREATE TABLE dashboard_audit (
   user_agent text
 );
 
--- A paused schedule enqueues no tick until resumed; the ticks it missed meanwhile are skipped, not caught up.
-ALTER TABLE cron_schedules ADD COLUMN paused_at timestamptz;
+-- A paused schedule enqueues no tick until resumed; the ticks it missed
+-- meanwhile are skipped, not caught up. A run requested from the dashboard is
+-- enqueued by the next pass of a scheduler that declares the schedule (only
+-- the code knows its payload), once, then cleared.
+ALTER TABLE cron_schedules ADD COLUMN paused_at timestamptz, ADD COLUMN run_requested_at timestamptz;

@@ -8,6 +8,7 @@ import { assertId, assertInt, assertKey, assertName, type Duration, toMs } from 
 import { parseCron } from "../cron/scheduler.js";
 import { JobStore } from "../db/jobStore.js";
 import { BULK_MAX } from "../db/sql/admin.js";
+import type { Statement } from "../db/statements.js";
 import type { Store } from "../db/store.js";
 import { pauseTarget } from "../flow/pause.js";
 import { prune } from "../maintenance/pruner.js";
@@ -473,8 +474,32 @@ export class Admin {
         lastTick: r.last_tick,
         lastJobId: r.last_job_id,
         nextTick: next,
+        pausedAt: r.paused_at,
+        runRequestedAt: r.run_requested_at,
       };
     });
+  }
+
+  /** Pauses a schedule: no tick is enqueued until it is resumed, and the ticks missed meanwhile are skipped. False when there is no such schedule. */
+  pauseCron(name: string): Promise<boolean> {
+    return this.cronUpdate(this.cron.cronPause, name);
+  }
+
+  resumeCron(name: string): Promise<boolean> {
+    return this.cronUpdate(this.cron.cronResume, name);
+  }
+
+  /**
+   * Asks for one run of a schedule now: the next pass of a scheduler that declares it (only the code knows
+   * the payload) enqueues it once, paused or not. False when there is no such schedule.
+   */
+  runCronNow(name: string): Promise<boolean> {
+    return this.cronUpdate(this.cron.cronRequestRun, name);
+  }
+
+  private async cronUpdate(statement: Statement, name: string): Promise<boolean> {
+    const { rowCount } = await this.store.query(statement, [assertName("schedule", name)]);
+    return (rowCount ?? 0) > 0;
   }
 
   /** Forgets a schedule no longer declared in code (a running Scheduler that declares it re-creates it). */

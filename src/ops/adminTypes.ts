@@ -143,6 +143,10 @@ export interface CronScheduleRow {
   lastJobId: string | null;
   /** The next tick after the database's now; null if none (or the expression is unreadable). */
   nextTick: Date | null;
+  /** When it was paused; null when it runs. */
+  pausedAt: Date | null;
+  /** A run asked for (Admin.runCronNow) that no scheduler has enqueued yet; null when none. */
+  runRequestedAt: Date | null;
 }
 
 /** The ranges a queue's statistics are shown over. */

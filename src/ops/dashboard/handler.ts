@@ -23,6 +23,7 @@ import {
   type JobFilter,
   type JobStatus,
   type ListedJob,
+  type QueueLimits,
   STATS_RANGES,
   type StatsPoint,
   type StatsRange,
@@ -50,6 +51,7 @@ import {
   bulkConfirmPage,
   CSS,
   chartsBlock,
+  cronPage,
   deadPage,
   FILTER_FIELDS,
   type JobsFilter,
@@ -335,12 +337,25 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         const queue = decodePathSegment(queueMatch[1] as string);
         if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
         const range = rangeOf(url);
-        const [overview, stats] = await Promise.all([admin.overview(), series(queue, range)]);
+        const [overview, stats, limits, pausedKeys] = await Promise.all([
+          admin.overview(),
+          series(queue, range),
+          admin.getQueueLimits(queue),
+          admin.pausedKeys(queue),
+        ]);
         return page(
           200,
           queuePage(
             { ...ctx, refresh: 30, live: liveTopics("queues") },
-            { queue, overview: overview.find((q) => q.queue === queue), range, stats },
+            {
+              queue,
+              overview: overview.find((q) => q.queue === queue),
+              range,
+              stats,
+              limits: limits[0],
+              pausedKeys,
+              canAct: ctx.canAct !== false,
+            },
           ),
         );
       }
@@ -349,6 +364,9 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         if (queue && !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
         const range = rangeOf(url);
         return send(res, 200, chartsBlock(range, queue, await series(queue || undefined, range)));
+      }
+      if (rel === "/cron") {
+        return page(200, cronPage({ ...ctx, refresh: 30 }, await admin.cronSchedules(), ctx.canAct !== false));
       }
       if (rel === "/workers") {
         return page(200, workersPage({ ...ctx, refresh: 5, live: liveTopics("workers") }, await workersInFlight()));
@@ -485,6 +503,54 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       }
       logger.info({ jobId: id, action: verb, by: principal.name }, `skipq dashboard: job ${verb}`);
       return done(verb === "retry" ? `Job ${id} is pending again.` : `Job ${id} was cancelled.`);
+    }
+    m = /^\/cron\/([^/]+)\/(pause|resume|run)$/.exec(rel);
+    if (m) {
+      const name = decodePathSegment(m[1] as string);
+      if (name === undefined || !NAME_PATTERN.test(name)) throw new HttpError(400, "not a schedule name");
+      const verb = m[2] as "pause" | "resume" | "run";
+      const found =
+        verb === "pause"
+          ? await admin.pauseCron(name)
+          : verb === "resume"
+            ? await admin.resumeCron(name)
+            : await admin.runCronNow(name);
+      if (!found) return done(`There is no schedule ${name}.`, "err");
+      logger.info({ schedule: name, action: verb, by: principal.name }, `skipq dashboard: cron ${verb}`);
+      return done(
+        verb === "pause"
+          ? `Schedule ${name} is paused: its ticks are skipped until it is resumed.`
+          : verb === "resume"
+            ? `Schedule ${name} runs again from its next tick.`
+            : `Schedule ${name} runs once at the next pass of a scheduler that declares it.`,
+      );
+    }
+    m = /^\/queues\/([^/]+)\/(limits|keys\/pause|keys\/resume)$/.exec(rel);
+    if (m) {
+      const queue = decodePathSegment(m[1] as string);
+      if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+      try {
+        if (m[2] === "limits") {
+          const limits = limitsOf(form);
+          await admin.setQueueLimits(queue, limits);
+          logger.info({ queue, limits, by: principal.name }, "skipq dashboard: queue limits set");
+          return done(`Limits of ${queue} saved.`);
+        }
+        const key = formParam(form, "key");
+        if (m[2] === "keys/pause") {
+          const until = await admin.pauseKey(queue, key || null, formParam(form, "for") || "10m");
+          logger.info({ queue, key, by: principal.name }, "skipq dashboard: key paused");
+          return done(`${key ? `Key ${key}` : "The whole queue"} of ${queue} is paused until ${until.toISOString()}.`);
+        }
+        const resumed = await admin.resumeKey(queue, key || null);
+        logger.info({ queue, key, by: principal.name }, "skipq dashboard: key resumed");
+        return done(
+          resumed ? `${key ? `Key ${key}` : "The queue-wide pause"} of ${queue} is resumed.` : "It was not paused.",
+        );
+      } catch (error) {
+        if (error instanceof ValidationError) return done(error.message, "err");
+        throw error;
+      }
     }
     m = /^\/queues\/([^/]+)\/(pause|resume|retry-dead)$/.exec(rel);
     if (m) {
@@ -702,6 +768,29 @@ function shownJson(redacted: () => unknown, field: "payload" | "headers", id: st
     if (!(error instanceof RangeError)) throw error;
     return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
   }
+}
+
+/** A limits form: an empty field removes that limit; numbers and the window are validated by Admin.setQueueLimits. */
+function limitsOf(form: URLSearchParams): QueueLimits {
+  const int = (name: string): number | null => {
+    const text = formParam(form, name);
+    if (text === "") return null;
+    if (!/^[0-9]{1,7}$/.test(text))
+      throw new ValidationError(`${name} must be a whole number from 1 to 1000000, or empty for no limit`);
+    return Number(text);
+  };
+  const rateLimit = int("rateLimit");
+  const windowText = formParam(form, "rateWindow");
+  if ((rateLimit === null) !== (windowText === ""))
+    throw new ValidationError("a rate limit needs both a number of starts and a window (e.g. 100 per 1m), or neither");
+  return {
+    concurrency: int("concurrency"),
+    keyConcurrency: int("keyConcurrency"),
+    rate:
+      rateLimit === null
+        ? null
+        : { limit: rateLimit, window: windowText, perKey: formParam(form, "ratePerKey") === "true" },
+  };
 }
 
 /** The explorer's filter as typed, from a URL or a form (each field at most 200 characters). */

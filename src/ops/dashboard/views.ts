@@ -10,10 +10,12 @@ import {
   BULK_ACTIONS,
   type BulkAction,
   type BulkCounts,
+  type CronScheduleRow,
   type DeadGroup,
   type JobRow,
   type ListedJob,
   type QueueOverview,
+  type QueueSettings,
   type StatsPoint,
   type StatsRange,
   type WorkerPresence,
@@ -69,6 +71,8 @@ export interface PageContext {
   flash: { kind: "flash" | "error"; text: string } | undefined;
   /** Seconds until the page reloads itself when scripts are off, for pages whose content moves. */
   refresh?: number;
+  /** Whether the viewer may act (admin); read-only viewers get no action forms. Default true. */
+  canAct?: boolean;
   /** What the live script subscribes to on this page ("queues", "workers"; watched jobs are marked in the markup). */
   live?: string[];
 }
@@ -83,7 +87,7 @@ ${ctx.refresh ? html`<noscript><meta http-equiv="refresh" content="${ctx.refresh
 ${live.length > 0 ? html`<script src="${b}/assets/live.js" defer></script>` : ""}</head>
 <body data-base="${b}" data-live="${live.join(",")}"><a class="skip" href="#main">Skip to content</a>
 <header><nav aria-label="Main"><a class="brand" href="${b}/">${ctx.title}</a>
-<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/dead">Dead</a><a href="${b}/metrics">Metrics</a></nav>
+<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/cron">Cron</a><a href="${b}/dead">Dead</a><a href="${b}/metrics">Metrics</a></nav>
 ${live.length > 0 ? html`<span id="live" class="live off" title="Live updates">static</span>` : ""}
 ${ctx.csrf === undefined ? "" : html`<form class="inline signout" method="post" action="${b}/logout">${csrfField(ctx.csrf)}<button type="submit">Sign out</button></form>`}
 </header><main id="main"><h1>${heading}</h1>
@@ -97,6 +101,7 @@ function csrfField(token: string): SafeHtml {
 }
 
 function action(ctx: PageContext, path: string, label: string, fields: Record<string, string> = {}) {
+  if (ctx.canAct === false) return "";
   const hidden = Object.entries(fields).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}">`);
   return html`<form class="inline" method="post" action="${ctx.base}${path}">${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${hidden}<button type="submit">${label}</button></form>`;
 }
@@ -200,7 +205,15 @@ export function chartsBlock(range: StatsRange, queue: string, points: StatsPoint
 
 export function queuePage(
   ctx: PageContext,
-  data: { queue: string; overview: QueueOverview | undefined; range: StatsRange; stats: StatsPoint[] },
+  data: {
+    queue: string;
+    overview: QueueOverview | undefined;
+    range: StatsRange;
+    stats: StatsPoint[];
+    limits: QueueSettings | undefined;
+    pausedKeys: Array<{ key: string | null; pausedUntil: Date }>;
+    canAct: boolean;
+  },
 ): SafeHtml {
   const q = data.overview;
   const enc = encodeURIComponent(data.queue);
@@ -219,6 +232,71 @@ export function queuePage(
       : html`<p class="muted">No jobs in this queue now.</p>`,
     html`<h2>Statistics</h2><p class="tabs">Range: ${tabs}</p>${chartsBlock(data.range, data.queue, data.stats)}
 <p class="muted">From the maintainer's per-minute rollup (written by the leader every 20 s, kept 7 days).</p>`,
+    limitsSection(ctx, data.queue, data.limits, data.pausedKeys, data.canAct),
+  ]);
+}
+
+function limitsSection(
+  ctx: PageContext,
+  queue: string,
+  limits: QueueSettings | undefined,
+  keys: Array<{ key: string | null; pausedUntil: Date }>,
+  canAct: boolean,
+): SafeHtml {
+  const enc = encodeURIComponent(queue);
+  const here = `${ctx.base}/queues/${enc}`;
+  const num = (name: string, label: string, value: number | null | undefined, min: number, hint: string) =>
+    html`<label>${label}<input name="${name}" type="number" min="${min}" max="1000000" value="${value ?? ""}" placeholder="${hint}"${canAct ? "" : raw(" disabled")}></label>`;
+  const rate = limits?.rate;
+  const form = html`<form id="limits" class="filters" method="post" action="${here}/limits" aria-label="Limits of ${queue}">
+${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}<input type="hidden" name="back" value="${here}">
+${num("concurrency", "Concurrency", limits?.concurrency, 1, "no limit")}${num("keyConcurrency", "Per-key concurrency", limits?.keyConcurrency, 1, "no limit")}
+${num("rateLimit", "Rate: starts", rate?.limit, 1, "no limit")}
+<label>Rate: per window<input name="rateWindow" value="${rate ? `${rate.window}ms` : ""}" placeholder="1m"${canAct ? "" : raw(" disabled")}></label>
+<label>Rate per key<select name="ratePerKey"${canAct ? "" : raw(" disabled")}><option value="false">no</option><option value="true"${rate?.perKey ? raw(" selected") : ""}>yes</option></select></label>
+${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
+<p class="muted">An empty field removes that limit. Workers apply a change within a moment (a notification, else their 5 s refresh).</p>`;
+  const rows = keys.map(
+    (k) => html`<tr><td>${k.key ?? html`<em>whole queue</em>`}</td><td>${time(k.pausedUntil)}</td>
+<td>${canAct ? action(ctx, `/queues/${enc}/keys/resume`, "Resume", { key: k.key ?? "", back: here }) : ""}</td></tr>`,
+  );
+  return html`<h2>Limits</h2>${form}<h2>Paused keys</h2>${
+    keys.length === 0
+      ? html`<p class="muted">No key is paused.</p>`
+      : html`<table id="paused-keys"><thead><tr><th>Key</th><th>Paused until</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+  }${
+    canAct
+      ? html`<form class="filters" method="post" action="${here}/keys/pause" aria-label="Pause a key">${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}
+<input type="hidden" name="back" value="${here}"><label>Key (empty: whole queue)<input name="key"></label><label>For<input name="for" value="10m" placeholder="10m"></label>
+<button type="submit">Pause key</button></form>`
+      : ""
+  }`;
+}
+
+export function cronPage(ctx: PageContext, schedules: CronScheduleRow[], canAct: boolean): SafeHtml {
+  const here = `${ctx.base}/cron`;
+  const rows = schedules.map((c) => {
+    const enc = encodeURIComponent(c.name);
+    return html`<tr data-cron="${c.name}"><td>${c.name}</td><td><code>${c.expression}</code>${c.timezone ? ` (${c.timezone})` : ""}</td>
+<td><a href="${ctx.base}/queues/${encodeURIComponent(c.queue)}">${c.queue}</a></td><td>${c.kind}</td>
+<td>${time(c.lastTick)}${c.lastJobId ? html` · <a href="${ctx.base}/jobs/${c.lastJobId}">#${c.lastJobId}</a>` : ""}</td>
+<td>${c.pausedAt ? html`<span class="muted">paused</span>` : time(c.nextTick)}</td>
+<td>${c.pausedAt ? html`<strong>paused</strong> since ${time(c.pausedAt)}` : "active"}${c.runRequestedAt ? html`<br><span class="muted">run requested ${time(c.runRequestedAt)}</span>` : ""}</td>
+<td>${
+      canAct
+        ? html`${action(ctx, `/cron/${enc}/run`, "Run now", { back: here })} ${
+            c.pausedAt
+              ? action(ctx, `/cron/${enc}/resume`, "Resume", { back: here })
+              : action(ctx, `/cron/${enc}/pause`, "Pause", { back: here })
+          }`
+        : ""
+    }</td></tr>`;
+  });
+  return layout(ctx, "Cron schedules", [
+    schedules.length === 0
+      ? html`<p class="muted">No schedules: they appear once a worker with a Scheduler declares them.</p>`
+      : html`<div class="scroll"><table id="cron"><thead><tr><th>Name</th><th>Expression</th><th>Queue</th><th>Kind</th><th>Last tick</th><th>Next tick</th><th>State</th><th>Actions</th></tr></thead><tbody>${rows}</tbody></table></div>`,
+    html`<p class="muted">"Run now" is enqueued by the next pass of a scheduler that declares the schedule (its payload lives in code). A paused schedule skips its ticks until resumed.</p>`,
   ]);
 }
 
@@ -390,6 +468,10 @@ export function jobPage(
   shown: { payload: string; payloadTruncated: number; headers: string | null; error: string | null },
 ): SafeHtml {
   const here = `${ctx.base}/jobs/${job.id}`;
+  const one = (verb: BulkAction, label: string, extra: Record<string, string> = {}) =>
+    action(ctx, "/jobs/bulk", label, { action: verb, scope: "selected", ids: job.id, ...extra });
+  const scheduled =
+    job.status === "pending" && finiteDate(job.run_at) !== undefined && (finiteDate(job.run_at) as Date) > new Date();
   const actions = [
     job.status === "dead" || job.status === "cancelled"
       ? action(ctx, `/jobs/${job.id}/retry`, "Retry", { back: here })
@@ -397,12 +479,14 @@ export function jobPage(
     job.status === "pending" || job.status === "running"
       ? action(ctx, `/jobs/${job.id}/cancel`, "Cancel", { back: here })
       : "",
+    scheduled ? one("run-now", "Run now…") : "",
+    job.status !== "running" ? one("delete", "Delete…") : "",
   ];
   return layout(ctx, `Job ${job.id}`, [
-    html`<p>${actions}</p>`,
+    html`<p class="actions">${actions}</p>`,
     html`<dl id="job" data-watch-job="${job.id}" data-status="${job.status}">
 <dt>Status</dt><dd id="job-status">${status(job.status)}</dd>
-<dt>Queue</dt><dd><a href="${ctx.base}/jobs?queue=${encodeURIComponent(job.queue)}">${job.queue}</a></dd>
+<dt>Queue</dt><dd><a href="${ctx.base}/queues/${encodeURIComponent(job.queue)}">${job.queue}</a></dd>
 <dt>Kind</dt><dd>${job.kind}</dd><dt>Priority</dt><dd>${job.priority}</dd>
 <dt>Attempts</dt><dd data-f="attempts">${job.attempts}/${job.max_attempts}</dd>
 <dt>Run at</dt><dd>${time(job.run_at)}</dd><dt>Created</dt><dd>${time(job.created_at)}</dd>
@@ -412,10 +496,52 @@ export function jobPage(
 <dt>Idempotency key</dt><dd>${job.idempotency_key ?? "—"}</dd>
 <dt>Error fingerprint</dt><dd>${job.error_fingerprint ? html`<a href="${ctx.base}/dead?queue=${encodeURIComponent(job.queue)}">${job.error_fingerprint}</a>` : "—"}</dd>
 </dl>`,
+    html`<h2>Timeline</h2>${timeline(job, shown.error)}`,
+    // Result, progress and per-attempt logs (the job-features branch) render here, under their own h2s, when the schema has them.
     html`<h2>Payload</h2><pre id="payload">${shown.payload}</pre>${shown.payloadTruncated > 0 ? html`<p class="muted">Truncated: ${shown.payloadTruncated} more characters not shown.</p>` : ""}`,
     shown.headers ? html`<h2>Headers</h2><pre>${shown.headers}</pre>` : "",
     html`<h2>Last error</h2>${shown.error ? html`<pre id="last-error">${shown.error}</pre>` : html`<p class="muted">None.</p>`}`,
   ]);
+}
+
+/**
+ * A job's attempts as far as the schema records them: enqueued, runnable from,
+ * the last attempt's start (worker, wait) and its end (outcome, duration,
+ * error). Earlier attempts leave no row of their own: only their count.
+ */
+function timeline(job: JobRow, error: string | null): SafeHtml {
+  const at = (v: Date | number | string | null | undefined) =>
+    v === null || v === undefined ? undefined : finiteDate(v);
+  const created = at(job.created_at);
+  const runAt = at(job.run_at);
+  const started = at(job.locked_at);
+  const finished = at((job as JobRow & { finished_at?: Date | null }).finished_at ?? null);
+  const seconds = (from: Date | undefined, to: Date | undefined) =>
+    from && to ? duration((to.getTime() - from.getTime()) / 1000) : "—";
+  const events: SafeHtml[] = [html`<li><strong>Enqueued</strong> ${time(job.created_at)}</li>`];
+  if (runAt && created && Math.abs(runAt.getTime() - created.getTime()) > 1000)
+    events.push(
+      html`<li><strong>${job.attempts > 0 && job.status === "pending" ? "Retry due" : "Runnable from"}</strong> ${time(job.run_at)}</li>`,
+    );
+  if (job.attempts > 1)
+    events.push(
+      html`<li class="muted">Attempts 1–${job.attempts - 1} ran and failed; the schema keeps the last attempt's details only.</li>`,
+    );
+  if (started)
+    events.push(
+      html`<li><strong>Attempt ${job.attempts} started</strong> ${time(job.locked_at)} on <code>${job.locked_by ?? "?"}</code> · waited ${seconds(runAt, started)}</li>`,
+    );
+  if (job.status === "running")
+    events.push(html`<li><strong>Running</strong> · lease until ${time(job.lease_expires_at)}</li>`);
+  if (finished)
+    events.push(
+      html`<li><strong>${job.status === "completed" ? "Completed" : job.status === "dead" ? "Failed for good (dead)" : "Cancelled"}</strong> ${time(finished)}${started ? html` · ran ${seconds(started, finished)}` : ""}${
+        error && job.status !== "completed" ? html`<pre class="attempt-error">${error}</pre>` : ""
+      }</li>`,
+    );
+  else if (job.status === "pending" && error)
+    events.push(html`<li><strong>Last attempt failed</strong><pre class="attempt-error">${error}</pre></li>`);
+  return html`<ol id="timeline" class="timeline">${events}</ol>`;
 }
 
 export function deadPage(
