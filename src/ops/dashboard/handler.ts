@@ -40,6 +40,7 @@ import {
   type Principal,
   parseCookies,
   resolveCredentials,
+  roleOf,
   SESSION_COOKIE,
   ThrottledError,
   type ThrottleOptions,
@@ -48,6 +49,7 @@ import type { SafeHtml } from "./html.js";
 import { LiveHub, type LiveInterest, workersWithInFlight } from "./live.js";
 import { defaultRedactor, type Redactor } from "./redact.js";
 import {
+  auditPage,
   bulkConfirmPage,
   CSS,
   chartsBlock,
@@ -293,9 +295,12 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     principal: Principal,
   ): Promise<void> {
     const flashCookie = parseCookies(req.headers.cookie)[FLASH_COOKIE];
+    const role = roleOf(principal.name);
     const ctx: PageContext = {
       base,
       title,
+      canAct: role === "admin",
+      role,
       csrf: principal.kind === "bearer" ? undefined : auth.csrfToken(principal),
       flash: flashCookie
         ? {
@@ -365,6 +370,12 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         const range = rangeOf(url);
         return send(res, 200, chartsBlock(range, queue, await series(queue || undefined, range)));
       }
+      if (rel === "/audit") {
+        const before = param(url, "before");
+        if (before && !/^[1-9][0-9]{0,18}$/.test(before)) throw new HttpError(400, "before must be an audit row id");
+        const { rows } = await skipq.store.query(skipq.store.sql.dashboard.auditList, [before || null, 100]);
+        return page(200, auditPage(ctx, rows, before, 100));
+      }
       if (rel === "/cron") {
         return page(200, cronPage({ ...ctx, refresh: 30 }, await admin.cronSchedules(), ctx.canAct !== false));
       }
@@ -394,7 +405,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
           jobsPage(
             { ...ctx, refresh: before ? undefined : 10, live: liveTopics("jobs") },
             filter,
-            { before, jobs, limit: PAGE_SIZE, canAct: true },
+            { before, jobs, limit: PAGE_SIZE, canAct: ctx.canAct !== false },
             JOB_STATUSES,
             (j) => redactError(j.last_error, j),
           ),
@@ -440,11 +451,18 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const back = safeBack(form.get("back"));
     const done = (text: string, kind: "ok" | "err" = "ok") =>
       redirect(res, back, [cookie(req, FLASH_COOKIE, `${kind}:${text}`, 30)]);
+    /** Logs an action and writes its audit row (who, what, when, from where) before it is answered. */
+    const record = (what: string, target: string | null, detail: Record<string, unknown> = {}) => {
+      logger.info({ action: what, target, ...detail, by: principal.name }, `skipq dashboard: ${what}`);
+      return audit(req, principal.name, what, target, detail);
+    };
+    if (role !== "admin" && rel !== "/logout")
+      throw new HttpError(403, "this credential is read-only: sign in with the admin credential to act");
 
     if (rel === "/logout") {
       await auth.endSession(req);
       live?.endSession(principal.id);
-      logger.info({ by: principal.name }, "skipq dashboard: signed out");
+      await record("sign-out", null);
       return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
     }
     if (rel === "/jobs/bulk") {
@@ -480,7 +498,15 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         );
       }
       const n = await admin.bulk(action, target, { priority });
-      logger.info({ action, scope, jobs: n, by: principal.name }, "skipq dashboard: bulk action");
+      await record(
+        `bulk ${action}`,
+        scope === "selected" ? `jobs ${ids.join(",")}`.slice(0, 500) : "jobs matching a filter",
+        {
+          filter: Object.fromEntries(Object.entries(filter).filter(([, v]) => v)),
+          jobs: n,
+          ...(action === "priority" ? { priority } : {}),
+        },
+      );
       const query = new URLSearchParams(
         Object.entries(FILTER_FIELDS).flatMap(([k, name]): Array<[string, string]> => {
           const v = filter[k as keyof JobsFilter];
@@ -501,7 +527,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         if (error instanceof SkipqError) return done(error.message, "err");
         throw error;
       }
-      logger.info({ jobId: id, action: verb, by: principal.name }, `skipq dashboard: job ${verb}`);
+      await record(`job ${verb}`, `job ${id}`);
       return done(verb === "retry" ? `Job ${id} is pending again.` : `Job ${id} was cancelled.`);
     }
     m = /^\/cron\/([^/]+)\/(pause|resume|run)$/.exec(rel);
@@ -516,7 +542,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             ? await admin.resumeCron(name)
             : await admin.runCronNow(name);
       if (!found) return done(`There is no schedule ${name}.`, "err");
-      logger.info({ schedule: name, action: verb, by: principal.name }, `skipq dashboard: cron ${verb}`);
+      await record(`cron ${verb}`, `schedule ${name}`);
       return done(
         verb === "pause"
           ? `Schedule ${name} is paused: its ticks are skipped until it is resumed.`
@@ -533,17 +559,17 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         if (m[2] === "limits") {
           const limits = limitsOf(form);
           await admin.setQueueLimits(queue, limits);
-          logger.info({ queue, limits, by: principal.name }, "skipq dashboard: queue limits set");
+          await record("queue limits", `queue ${queue}`, { limits });
           return done(`Limits of ${queue} saved.`);
         }
         const key = formParam(form, "key");
         if (m[2] === "keys/pause") {
           const until = await admin.pauseKey(queue, key || null, formParam(form, "for") || "10m");
-          logger.info({ queue, key, by: principal.name }, "skipq dashboard: key paused");
+          await record("key pause", `queue ${queue}`, { key: key || null, until: until.toISOString() });
           return done(`${key ? `Key ${key}` : "The whole queue"} of ${queue} is paused until ${until.toISOString()}.`);
         }
         const resumed = await admin.resumeKey(queue, key || null);
-        logger.info({ queue, key, by: principal.name }, "skipq dashboard: key resumed");
+        await record("key resume", `queue ${queue}`, { key: key || null, resumed });
         return done(
           resumed ? `${key ? `Key ${key}` : "The queue-wide pause"} of ${queue} is resumed.` : "It was not paused.",
         );
@@ -556,7 +582,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     if (m) {
       const queue = decodePathSegment(m[1] as string);
       if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
-      logger.info({ queue, action: m[2], by: principal.name }, `skipq dashboard: queue ${m[2]}`);
+      await record(`queue ${m[2]}`, `queue ${queue}`);
       if (m[2] === "pause") {
         await admin.pauseQueue(queue);
         return done(`Queue ${queue} is paused: running jobs finish, nothing new is claimed.`);
@@ -572,14 +598,34 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       const fingerprint = form.get("fingerprint") ?? "";
       const queue = form.get("queue") || undefined;
       const n = await admin.retryDeadByFingerprint(fingerprint, queue);
-      logger.info(
-        { fingerprint, queue, action: "retry-dead", by: principal.name },
-        "skipq dashboard: dead jobs retried",
-      );
+      await record("retry dead by fingerprint", `fingerprint ${fingerprint}`, { queue: queue ?? null, jobs: n });
       return done(`${n} dead job(s) with fingerprint ${fingerprint} are pending again.`);
     }
     throw new HttpError(404, "no such action");
   }
+
+  /**
+   * Appends an audit row. Throws when it cannot be written (the schema lacks the table): an action nobody
+   * could account for is answered as a failure, after it ran; the log line is written either way.
+   */
+  const audit = async (
+    req: http.IncomingMessage,
+    who: string,
+    what: string,
+    target: string | null,
+    detail: Record<string, unknown>,
+  ): Promise<void> => {
+    const agent = req.headers["user-agent"];
+    await skipq.store.query(skipq.store.sql.dashboard.auditInsert, [
+      who,
+      roleOf(who),
+      what,
+      target,
+      Object.keys(detail).length > 0 ? JSON.stringify(detail) : null,
+      clientAddress(req, trustProxy),
+      typeof agent === "string" ? agent.slice(0, 200) : null,
+    ]);
+  };
 
   /** Chart series, shared by every viewer for 15 s (a page's charts reload every 30 s). */
   const seriesCache = new Map<string, { at: number; points: Promise<StatsPoint[]> }>();
@@ -640,6 +686,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     }
     if (name === undefined) return show(401, "Wrong credentials.");
     const session = await auth.startSession(req, name);
+    logger.info({ by: name }, "skipq dashboard: signed in");
+    await audit(req, name, "sign-in", null, {});
     return redirect(res, next, [cookie(req, SESSION_COOKIE, session, Math.floor(auth.sessionTtlSeconds))]);
   }
 

@@ -73,6 +73,8 @@ export interface PageContext {
   refresh?: number;
   /** Whether the viewer may act (admin); read-only viewers get no action forms. Default true. */
   canAct?: boolean;
+  /** Shown in the header beside sign-out. */
+  role?: "admin" | "viewer";
   /** What the live script subscribes to on this page ("queues", "workers"; watched jobs are marked in the markup). */
   live?: string[];
 }
@@ -87,7 +89,8 @@ ${ctx.refresh ? html`<noscript><meta http-equiv="refresh" content="${ctx.refresh
 ${live.length > 0 ? html`<script src="${b}/assets/live.js" defer></script>` : ""}</head>
 <body data-base="${b}" data-live="${live.join(",")}"><a class="skip" href="#main">Skip to content</a>
 <header><nav aria-label="Main"><a class="brand" href="${b}/">${ctx.title}</a>
-<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/cron">Cron</a><a href="${b}/dead">Dead</a><a href="${b}/metrics">Metrics</a></nav>
+<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/cron">Cron</a><a href="${b}/dead">Dead</a><a href="${b}/audit">Audit</a><a href="${b}/metrics">Metrics</a></nav>
+${ctx.role === "viewer" ? html`<span class="live" title="This credential only reads">read-only</span>` : ""}
 ${live.length > 0 ? html`<span id="live" class="live off" title="Live updates">static</span>` : ""}
 ${ctx.csrf === undefined ? "" : html`<form class="inline signout" method="post" action="${b}/logout">${csrfField(ctx.csrf)}<button type="submit">Sign out</button></form>`}
 </header><main id="main"><h1>${heading}</h1>
@@ -260,7 +263,9 @@ ${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
     (k) => html`<tr><td>${k.key ?? html`<em>whole queue</em>`}</td><td>${time(k.pausedUntil)}</td>
 <td>${canAct ? action(ctx, `/queues/${enc}/keys/resume`, "Resume", { key: k.key ?? "", back: here }) : ""}</td></tr>`,
   );
-  return html`<h2>Limits</h2>${form}<h2>Paused keys</h2>${
+  const summary = html`<dl id="limits"><dt>Concurrency</dt><dd>${limits?.concurrency ?? "no limit"}</dd><dt>Per-key concurrency</dt><dd>${limits?.keyConcurrency ?? "no limit"}</dd>
+<dt>Rate</dt><dd>${rate ? `${rate.limit} starts per ${rate.window} ms${rate.perKey ? ", per key" : ""}` : "no limit"}</dd></dl>`;
+  return html`<h2>Limits</h2>${canAct ? form : summary}<h2>Paused keys</h2>${
     keys.length === 0
       ? html`<p class="muted">No key is paused.</p>`
       : html`<table id="paused-keys"><thead><tr><th>Key</th><th>Paused until</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
@@ -566,6 +571,33 @@ export function deadPage(
     groups.length === 0
       ? html`<p class="muted">No dead jobs.</p>`
       : html`<table id="dead"><thead><tr><th>Queue</th><th>Kind</th><th>Fingerprint</th><th>Jobs</th><th>Last seen</th><th>Latest</th><th>Error</th><th></th></tr></thead><tbody>${rows}</tbody></table>`,
+  ]);
+}
+
+export interface AuditRow {
+  id: string;
+  at: Date;
+  principal: string;
+  role: string;
+  action: string;
+  target: string | null;
+  detail: unknown;
+  client: string | null;
+  user_agent: string | null;
+}
+
+export function auditPage(ctx: PageContext, rows: AuditRow[], before: string, limit: number): SafeHtml {
+  const last = rows.at(-1);
+  return layout(ctx, "Audit", [
+    html`<p class="muted">Every dashboard action, sign-in and sign-out: who, what, when and from where. Failed sign-ins go to the server log only.</p>`,
+    rows.length === 0
+      ? html`<p class="muted">Nothing recorded yet.</p>`
+      : html`<div class="scroll"><table id="audit"><thead><tr><th>When</th><th>Who</th><th>Role</th><th>What</th><th>Target</th><th>Details</th><th>From</th></tr></thead><tbody>${rows.map(
+          (r) =>
+            html`<tr><td>${time(r.at)}</td><td>${r.principal}</td><td>${r.role}</td><td>${r.action}</td><td>${r.target ?? "—"}</td>
+<td>${r.detail === null ? "—" : html`<code>${JSON.stringify(r.detail)}</code>`}</td><td>${r.client ?? "—"}<br><span class="muted">${r.user_agent ?? ""}</span></td></tr>`,
+        )}</tbody></table></div>`,
+    html`<p>${before ? html`<a href="${ctx.base}/audit">« newest</a> ` : ""}${last && rows.length === limit ? html`<a href="${ctx.base}/audit?before=${last.id}" rel="next">older »</a>` : ""}</p>`,
   ]);
 }
 
