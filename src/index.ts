@@ -51,9 +51,13 @@ export type { LocalService, MaintenanceOptions } from "./maintenance/maintainer.
 export { type PruneResult, Pruner, type PrunerOptions } from "./maintenance/pruner.js";
 export { Admin } from "./ops/admin.js";
 export {
+  BULK_ACTIONS,
+  type BulkAction,
+  type BulkCounts,
   type CronScheduleRow,
   type DeadGroup,
   JOB_STATUSES,
+  type JobFilter,
   type JobRow,
   type JobStatus,
   type ListOptions,
@@ -61,6 +65,9 @@ export {
   type QueueOverview,
   type QueueSettings,
   type QueueStats,
+  STATS_RANGES,
+  type StatsPoint,
+  type StatsRange,
   type WorkerPresence,
 } from "./ops/adminTypes.js";
 export {
@@ -71,6 +78,8 @@ export {
   type DashboardOptions,
   defaultRedactor,
   escapeHtml,
+  type FetchContext,
+  type FetchHandler,
   type Redactor,
   type RedactTarget,
   type RunningDashboard,

@@ -66,6 +66,7 @@ import {
   signInPage,
   workersPage,
 } from "./views.js";
+import { type DashboardHandler, type FetchContext, type FetchHandler, toFetchHandler } from "./web.js";
 
 export interface DashboardOptions {
   /** The client whose schema the dashboard shows. Default: one created from `connectionString` (and closed by `close()`). */
@@ -133,15 +134,16 @@ export interface DashboardOptions {
   logger?: Logger;
 }
 
-export type DashboardHandler = (
-  req: http.IncomingMessage,
-  res: http.ServerResponse,
-  next?: (err?: unknown) => void,
-) => void;
+export type { DashboardHandler, FetchContext, FetchHandler };
 
 export interface Dashboard {
   /** The request handler. Requests outside `basePath` go to `next`, or get a 404. */
   handle: DashboardHandler;
+  /**
+   * The same as a fetch handler, `(Request, { remoteAddress }) => Promise<Response>`, for Hono, Next.js route
+   * handlers and other web-standard servers. Pass the client's address: it keys the sign-in throttle.
+   */
+  fetch: FetchHandler;
   readonly metrics: SkipqMetrics | undefined;
   /** The live feed's hub (undefined when `live: false`): how many viewers, snapshots and statements. */
   readonly live: LiveHub | undefined;
@@ -399,7 +401,11 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         const filter = filterOf((name) => param(url, name));
         const before = param(url, "before");
         if (before && !/^[1-9][0-9]{0,18}$/.test(before)) throw new HttpError(400, "before must be a job id");
-        const jobs = await search(filter, before);
+        // The live script's refreshes (marked by their header) share results for a second; a person's navigation never does.
+        const jobs =
+          req.headers["x-skipq-live"] === "1"
+            ? await search(filter, before)
+            : await admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE });
         return page(
           200,
           jobsPage(
@@ -640,7 +646,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     return points;
   };
 
-  /** Explorer pages, shared by every viewer of the same filter for 1 s (the live script refreshes first pages). */
+  /** Explorer pages for the live script's refreshes, shared by every viewer of the same filter for 1 s. */
   const searchCache = new Map<string, { at: number; jobs: Promise<ListedJob[]> }>();
   const search = (filter: JobsFilter, before: string): Promise<ListedJob[]> => {
     const key = JSON.stringify([filter, before]);
@@ -788,6 +794,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
 
   return {
     handle,
+    fetch: toFetchHandler(handle),
     metrics,
     live,
     async close() {
