@@ -61,9 +61,13 @@ export { type PruneResult, Pruner, type PrunerOptions } from "./maintenance/prun
 export { Admin } from "./ops/admin.js";
 export {
   type AttemptLog,
+  BULK_ACTIONS,
+  type BulkAction,
+  type BulkCounts,
   type CronScheduleRow,
   type DeadGroup,
   JOB_STATUSES,
+  type JobFilter,
   type JobRow,
   type JobStatus,
   type ListOptions,
@@ -71,6 +75,9 @@ export {
   type QueueOverview,
   type QueueSettings,
   type QueueStats,
+  STATS_RANGES,
+  type StatsPoint,
+  type StatsRange,
   type WorkerPresence,
 } from "./ops/adminTypes.js";
 export {
@@ -81,6 +88,8 @@ export {
   type DashboardOptions,
   defaultRedactor,
   escapeHtml,
+  type FetchContext,
+  type FetchHandler,
   type Redactor,
   type RedactTarget,
   type RunningDashboard,

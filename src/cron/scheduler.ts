@@ -178,11 +178,13 @@ export class Scheduler {
     const sql = this.store.sql.cron;
     const results = await this.store.transaction(async (tx) => {
       const passed: CronTickResult[] = [];
-      const { rows } = await this.store.query<{ name: string; last_tick: Date; now: Date }>(
-        sql.cronLock,
-        [[...this.schedules.keys()], nowParam],
-        tx,
-      );
+      const { rows } = await this.store.query<{
+        name: string;
+        last_tick: Date;
+        paused_at: Date | null;
+        run_requested_at: Date | null;
+        now: Date;
+      }>(sql.cronLock, [[...this.schedules.keys()], nowParam], tx);
       for (const row of rows) {
         const schedule = this.schedules.get(row.name) as Schedule;
         this.offsetMs = options.now ? 0 : row.now.getTime() - Date.now();
@@ -193,7 +195,27 @@ export class Scheduler {
           .previousRuns(schedule.backfill + 1, new Date(now + 1))
           .filter((tick) => tick.getTime() <= now && tick.getTime() > row.last_tick.getTime())
           .reverse();
+        if (row.run_requested_at !== null) {
+          // A run requested by an operator (the dashboard): one job now, paused or not.
+          const requested = row.run_requested_at.toISOString();
+          const [manual] = await this.client.enqueueManyTx(tx, [
+            {
+              ...schedule.options,
+              job: schedule.job,
+              payload: schedule.payload,
+              queue: schedule.queue,
+              idempotencyKey: `cron:${schedule.name}:manual:${requested}`,
+              headers: { ...schedule.options.headers, "skipq-cron": `${schedule.name}@manual:${requested}` },
+            },
+          ]);
+          await this.store.query(sql.cronRunDone, [schedule.name, row.run_requested_at, manual?.id ?? null], tx);
+          passed.push({ name: schedule.name, ticks: [], jobIds: manual?.created ? [manual.id] : [] });
+        }
         if (due.length === 0) continue;
+        if (row.paused_at !== null) {
+          await this.store.query(sql.cronSkip, [schedule.name, due[due.length - 1]], tx);
+          continue;
+        }
         const items: BulkItem[] = due.map((tick) => ({
           ...schedule.options,
           job: schedule.job,

@@ -17,6 +17,7 @@ import { opsStatements } from "./sql/ops.js";
 import { outboxStatements } from "./sql/outbox.js";
 import { sagaStatements } from "./sql/sagas.js";
 import { schedulerStatements } from "./sql/scheduler.js";
+import { statsStatements } from "./sql/stats.js";
 import { workflowStatements } from "./sql/workflows.js";
 
 function build(schema: Schema) {
@@ -37,6 +38,8 @@ function build(schema: Schema) {
     ops: opsStatements(schema),
     cron: schedulerStatements(schema),
     outbox: outboxStatements(schema),
+    /** Per-queue statistics by the minute: the maintainer's rollup, the dashboard's charts. */
+    stats: statsStatements(schema),
     /** Dashboard sessions. */
     dashboard: dashboardStatements(schema),
     sagas: sagaStatements(schema),

@@ -4,8 +4,8 @@
  *
  * Leader tasks run only in the process holding the leader lease (one at a
  * time across the fleet; another takes over within one lease when it dies):
- * the reaper and retention (jobs, keys, delivered outbox events, flow
- * housekeeping). Local services run in every process that has them: cron
+ * the reaper, retention (jobs, keys, delivered outbox events, flow
+ * housekeeping) and the statistics rollup the dashboard's charts read. Local services run in every process that has them: cron
  * passes for the schedules this process declares, and the saga sweeper for
  * the sagas it defines. Those need no leader — a cron tick is locked and
  * advanced in the transaction that enqueues it, and saga transitions are
@@ -19,6 +19,7 @@ import type { Store } from "../db/store.js";
 import { LeaderLease } from "./leader.js";
 import { Pruner, type PrunerOptions } from "./pruner.js";
 import { type ReapedJob, Reaper } from "./reaper.js";
+import { Rollup } from "./rollup.js";
 
 export interface MaintenanceOptions {
   /** Time between reaper passes. Default "5s". */
@@ -30,6 +31,8 @@ export interface MaintenanceOptions {
   leaderLease?: Duration;
   /** Retention of finished jobs and delivered outbox events; false: none from this process. Default: PrunerOptions' defaults. */
   retention?: PrunerOptions | false;
+  /** Per-queue statistics by the minute for the dashboard's charts (kept 7 days); false: none from this process. Default `{ interval: "20s" }`. */
+  rollup?: { interval?: Duration } | false;
 }
 
 /** A background service the maintainer starts and stops with itself (cron, saga sweeper). */
@@ -53,6 +56,7 @@ export class Maintainer {
   readonly leader: LeaderLease;
   readonly reaper: Reaper;
   readonly pruner: Pruner | undefined;
+  readonly rollup: Rollup | undefined;
   private readonly local = new Set<LocalService>();
   private started = false;
 
@@ -81,6 +85,15 @@ export class Maintainer {
     });
     this.pruner =
       o.retention === false ? undefined : new Pruner({ store: o.store, logger: o.logger }, o.retention ?? {}, isLeader);
+    this.rollup =
+      o.rollup === false
+        ? undefined
+        : new Rollup({
+            store: o.store,
+            logger: o.logger,
+            isLeader,
+            intervalMs: toMs("rollup.interval", o.rollup?.interval ?? "20s", { allowZero: false }),
+          });
   }
 
   /** Adds a service started and stopped with the maintainer (started at once if the maintainer runs). */
@@ -96,13 +109,19 @@ export class Maintainer {
     this.leader.start();
     this.reaper.start();
     this.pruner?.start();
+    this.rollup?.start();
     for (const service of this.local) await service.start();
   }
 
   /** Stops every task, then gives the lease up. Safe before start and twice. */
   async stop(): Promise<void> {
     this.started = false;
-    await Promise.all([this.reaper.stop(), this.pruner?.stop(), ...[...this.local].map((s) => s.stop())]);
+    await Promise.all([
+      this.reaper.stop(),
+      this.pruner?.stop(),
+      this.rollup?.stop(),
+      ...[...this.local].map((s) => s.stop()),
+    ]);
     await this.leader.stop();
   }
 }

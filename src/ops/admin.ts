@@ -7,13 +7,19 @@ import { SkipqError, ValidationError } from "../core/errors.js";
 import { assertId, assertInt, assertKey, assertName, type Duration, toMs } from "../core/validate.js";
 import { parseCron } from "../cron/scheduler.js";
 import { JobStore } from "../db/jobStore.js";
+import { BULK_MAX } from "../db/sql/admin.js";
+import type { Statement } from "../db/statements.js";
 import type { Store } from "../db/store.js";
 import { pauseTarget } from "../flow/pause.js";
 import { prune } from "../maintenance/pruner.js";
 import {
+  BULK_ACTIONS,
+  type BulkAction,
+  type BulkCounts,
   type CronScheduleRow,
   type DeadGroup,
   JOB_STATUSES,
+  type JobFilter,
   type JobRow,
   type JobStatus,
   type ListedJob,
@@ -22,6 +28,9 @@ import {
   type QueueOverview,
   type QueueSettings,
   type QueueStats,
+  STATS_RANGES,
+  type StatsPoint,
+  type StatsRange,
   type WorkerPresence,
 } from "./adminTypes.js";
 import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
@@ -31,6 +40,56 @@ function likePattern(text: unknown): string {
   if (typeof text !== "string" || text.length > 200 || text.includes("\u0000"))
     throw new ValidationError("search must be a string of at most 200 characters");
   return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/** A dotted payload path: keys of letters, digits, "_" and "-", at most 10 deep. */
+const PATH_KEY = /^[A-Za-z0-9_-]{1,100}$/;
+
+/** The explorer's filter as the parameters $1–$9 of its statements, validated. */
+function filterParams(f: JobFilter): unknown[] {
+  if (f.status !== undefined && !JOB_STATUSES.includes(f.status))
+    throw new ValidationError(`status ${JSON.stringify(f.status)} is not one of ${JOB_STATUSES.join(", ")}`);
+  if (f.ids !== undefined && (!Array.isArray(f.ids) || f.ids.length > 1000))
+    throw new ValidationError("ids must be an array of at most 1000 job ids");
+  const date = (name: string, d: Date | undefined) => {
+    if (d === undefined) return null;
+    if (!(d instanceof Date) || Number.isNaN(d.getTime())) throw new ValidationError(`${name} must be a valid Date`);
+    return d;
+  };
+  let contains: string | null = null;
+  let exists: string | null = null;
+  if (f.payloadPath !== undefined && f.payloadPath !== "") {
+    const keys = f.payloadPath.split(".");
+    if (keys.length > 10 || !keys.every((k) => PATH_KEY.test(k)))
+      throw new ValidationError(
+        `payload path ${JSON.stringify(f.payloadPath.slice(0, 50))} must be dotted keys of letters, digits, "_" and "-" (e.g. customer.id), at most 10 deep`,
+      );
+    if (f.payloadValue === undefined || f.payloadValue === "") {
+      exists = `$${keys.map((k) => `."${k}"`).join("")}`;
+    } else {
+      if (f.payloadValue.length > 1000) throw new ValidationError("payload value must be at most 1000 characters");
+      let value: unknown;
+      try {
+        value = JSON.parse(f.payloadValue);
+      } catch {
+        value = f.payloadValue;
+      }
+      contains = JSON.stringify(keys.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value));
+    }
+  } else if (f.payloadValue !== undefined && f.payloadValue !== "") {
+    throw new ValidationError("a payload value needs a payload path (e.g. customer.id)");
+  }
+  return [
+    f.status ?? null,
+    f.queue === undefined ? null : assertName("queue", f.queue),
+    f.kind === undefined ? null : assertName("kind", f.kind),
+    f.ids === undefined ? null : f.ids.map((id) => assertId(id)),
+    f.search === undefined || f.search === "" ? null : likePattern(f.search),
+    date("createdFrom", f.createdFrom),
+    date("createdTo", f.createdTo),
+    contains,
+    exists,
+  ];
 }
 
 /** Limits of one queue, enforced across all workers. */
@@ -76,6 +135,63 @@ export class Admin {
       options.search === undefined || options.search === "" ? null : likePattern(options.search),
     ]);
     return rows;
+  }
+
+  /**
+   * The jobs explorer: jobs matching `filter`, newest first, `limit` (default 50, at most 500) at a time;
+   * `before` (an id) pages on by keyset, so page 1,000 costs what page 1 does.
+   */
+  async searchJobs(filter: JobFilter, page: { before?: string; limit?: number } = {}): Promise<ListedJob[]> {
+    const { rows } = await this.store.query(this.sql.jobSearch, [
+      ...filterParams(filter),
+      page.before === undefined ? null : assertId(page.before),
+      assertInt("limit", page.limit ?? 50, 1, 500),
+    ]);
+    return rows;
+  }
+
+  /** How many jobs `filter` matches, and how many of them each bulk action would touch (shown before confirming). */
+  async bulkCounts(filter: JobFilter): Promise<BulkCounts> {
+    const { rows } = await this.store.query(this.sql.jobBulkCount, filterParams(filter));
+    const r = rows[0];
+    const cap = (n: number) => Math.min(n, BULK_MAX);
+    return {
+      matched: r.matched,
+      limit: BULK_MAX,
+      applicable: {
+        retry: cap(r.retry),
+        cancel: cap(r.cancel),
+        delete: cap(r.delete),
+        "run-now": cap(r.run_now),
+        priority: cap(r.priority),
+      },
+    };
+  }
+
+  /**
+   * Applies `action` to the jobs of `filter` in the states it is valid for (retry: dead or cancelled; cancel:
+   * pending or running; delete: all but running; run-now: scheduled pending; priority: pending), at most
+   * BULK_MAX of each kind at a time. Returns how many jobs it changed.
+   */
+  async bulk(action: BulkAction, filter: JobFilter, options: { priority?: number } = {}): Promise<number> {
+    const params = filterParams(filter);
+    const channel = this.store.schema.channel;
+    switch (action) {
+      case "retry":
+        return (await this.store.query(this.sql.jobBulkRetry, params)).rowCount ?? 0;
+      case "cancel":
+        return (await this.store.query(this.sql.jobBulkCancel, [...params, channel])).rowCount ?? 0;
+      case "delete":
+        return (await this.store.query(this.sql.jobBulkDelete, params)).rowCount ?? 0;
+      case "run-now":
+        return (await this.store.query(this.sql.jobBulkRunNow, [...params, channel])).rows[0].n;
+      case "priority": {
+        const priority = assertInt("priority", options.priority, -32768, 32767);
+        return (await this.store.query(this.sql.jobBulkPriority, [...params, priority])).rowCount ?? 0;
+      }
+      default:
+        throw new ValidationError(`action must be one of ${BULK_ACTIONS.join(", ")}`);
+    }
   }
 
   async stats(): Promise<QueueStats[]> {
@@ -202,6 +318,56 @@ export class Admin {
     return perMinute;
   }
 
+  /**
+   * A queue's statistics (or all queues') over the last hour, day or week, from the maintainer's
+   * per-minute rollup, never from history: 60 one-minute, 144 ten-minute or 168 one-hour buckets,
+   * oldest first, every bucket present (zeros where nothing happened; depth and wait null where
+   * nothing was sampled).
+   */
+  async queueSeries(queue: string | undefined, range: StatsRange): Promise<StatsPoint[]> {
+    const shape = STATS_RANGES[range];
+    if (!shape) throw new ValidationError(`range must be one of ${Object.keys(STATS_RANGES).join(", ")}`);
+    const [{ rows }, { rows: now }] = await Promise.all([
+      this.store.query(this.store.sql.stats.series, [
+        queue === undefined ? null : assertName("queue", queue),
+        shape.step,
+        shape.span,
+      ]),
+      this.store.query(this.store.sql.stats.dbNow),
+    ]);
+    const stepMs = shape.step * 1000;
+    const byTime = new Map<number, StatsPoint>();
+    for (const r of rows)
+      byTime.set(new Date(r.t).getTime(), {
+        t: new Date(r.t),
+        completed: r.completed,
+        failed: r.failed,
+        cancelled: r.cancelled,
+        depth: r.depth,
+        running: r.running,
+        p50: r.p50 === null ? null : Number(r.p50),
+        p95: r.p95 === null ? null : Number(r.p95),
+      });
+    const last = Math.floor(new Date(now[0].now).getTime() / stepMs) * stepMs;
+    const points: StatsPoint[] = [];
+    for (let i = shape.span / shape.step - 1; i >= 0; i--) {
+      const t = last - i * stepMs;
+      points.push(
+        byTime.get(t) ?? {
+          t: new Date(t),
+          completed: 0,
+          failed: 0,
+          cancelled: 0,
+          depth: null,
+          running: null,
+          p50: null,
+          p95: null,
+        },
+      );
+    }
+    return points;
+  }
+
   /** Workers that recorded their presence recently (each does every 10 s by default). */
   async workers(): Promise<WorkerPresence[]> {
     const { rows } = await this.store.query(this.ops.workersLive);
@@ -310,8 +476,32 @@ export class Admin {
         lastTick: r.last_tick,
         lastJobId: r.last_job_id,
         nextTick: next,
+        pausedAt: r.paused_at,
+        runRequestedAt: r.run_requested_at,
       };
     });
+  }
+
+  /** Pauses a schedule: no tick is enqueued until it is resumed, and the ticks missed meanwhile are skipped. False when there is no such schedule. */
+  pauseCron(name: string): Promise<boolean> {
+    return this.cronUpdate(this.cron.cronPause, name);
+  }
+
+  resumeCron(name: string): Promise<boolean> {
+    return this.cronUpdate(this.cron.cronResume, name);
+  }
+
+  /**
+   * Asks for one run of a schedule now: the next pass of a scheduler that declares it (only the code knows
+   * the payload) enqueues it once, paused or not. False when there is no such schedule.
+   */
+  runCronNow(name: string): Promise<boolean> {
+    return this.cronUpdate(this.cron.cronRequestRun, name);
+  }
+
+  private async cronUpdate(statement: Statement, name: string): Promise<boolean> {
+    const { rowCount } = await this.store.query(statement, [assertName("schedule", name)]);
+    return (rowCount ?? 0) > 0;
   }
 
   /** Forgets a schedule no longer declared in code (a running Scheduler that declares it re-creates it). */

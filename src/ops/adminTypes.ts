@@ -172,4 +172,64 @@ export interface CronScheduleRow {
   lastJobId: string | null;
   /** The next tick after the database's now; null if none (or the expression is unreadable). */
   nextTick: Date | null;
+  /** When it was paused; null when it runs. */
+  pausedAt: Date | null;
+  /** A run asked for (Admin.runCronNow) that no scheduler has enqueued yet; null when none. */
+  runRequestedAt: Date | null;
+}
+
+/** The ranges a queue's statistics are shown over. */
+export type StatsRange = "1h" | "24h" | "7d";
+/** Each range's bucket width and span, seconds. */
+export const STATS_RANGES: Record<StatsRange, { step: number; span: number }> = {
+  "1h": { step: 60, span: 3600 },
+  "24h": { step: 600, span: 86_400 },
+  "7d": { step: 3600, span: 604_800 },
+};
+
+/** One bucket of a queue's statistics (from the maintainer's per-minute rollup). */
+export interface StatsPoint {
+  /** The bucket's start. */
+  t: Date;
+  completed: number;
+  /** Dead. */
+  failed: number;
+  cancelled: number;
+  /** Runnable pending jobs, the bucket's largest sample; null when none was taken. */
+  depth: number | null;
+  running: number | null;
+  /** Wait (run_at → start of the last attempt) of the jobs that finished, ms. */
+  p50: number | null;
+  p95: number | null;
+}
+
+/** The jobs explorer's filter: every field optional, all given ones must hold. */
+export interface JobFilter {
+  status?: JobStatus;
+  queue?: string;
+  kind?: string;
+  /** Only these jobs (at most 1000 ids). */
+  ids?: string[];
+  /** Text in the last error (case-insensitive), at most 200 characters. */
+  search?: string;
+  /** Created at or after. */
+  createdFrom?: Date;
+  /** Created before. */
+  createdTo?: Date;
+  /** A dotted path into the payload, e.g. "customer.id" (keys of letters, digits, "_" and "-"). */
+  payloadPath?: string;
+  /** With payloadPath: the value there (JSON, or else a string); without it, the path only has to exist. */
+  payloadValue?: string;
+}
+
+/** What the explorer's bulk actions do. */
+export type BulkAction = "retry" | "cancel" | "delete" | "run-now" | "priority";
+export const BULK_ACTIONS: readonly BulkAction[] = ["retry", "cancel", "delete", "run-now", "priority"];
+
+/** How many jobs a filter matches (up to the bulk limit + 1) and how many of them each action would touch. */
+export interface BulkCounts {
+  matched: number;
+  /** The most jobs one bulk action touches. */
+  limit: number;
+  applicable: Record<BulkAction, number>;
 }

@@ -23,6 +23,8 @@ export interface ListenerOptions {
   channel: string;
   onNotify: (queue: string) => void;
   onConnectionChange?: (connected: boolean) => void;
+  /** The connection's application_name (seen in pg_stat_activity). Default "skipq:listener". */
+  applicationName?: string;
   logger: Logger;
   /** Longest wait between reconnect attempts, ms. Default 5000. */
   maxBackoffMs?: number;
@@ -70,7 +72,7 @@ export class Listener {
     const client = new SessionClient({
       connectionString: this.options.connectionString,
       ...connectionOptions(this.options.sessionSettings ?? false),
-      application_name: "skipq:listener",
+      application_name: this.options.applicationName ?? "skipq:listener",
       connectionTimeoutMillis: 10_000,
       // A read timeout on every statement (LISTEN, the pings): without one, a half-open connection
       // leaves a query waiting forever.

@@ -39,6 +39,30 @@ function restore(schema: string, where: string): string {
           SELECT id FROM restored, workflow`;
 }
 
+/**
+ * The jobs explorer's filter over alias `a` (all_jobs, jobs or job_history),
+ * parameters $1–$9: status, queue, kind, ids, an ILIKE pattern on last_error,
+ * created from and before, a payload the row's must contain (`@>`), and a
+ * JSON path that must exist in it. Each is NULL when not filtered on (the
+ * statements are unnamed, so each call is planned with its own values and
+ * the NULL tests fold away).
+ */
+function jobFilter(a: string): string {
+  return `($1::text IS NULL OR ${a}.status = $1) AND ($2::text IS NULL OR ${a}.queue = $2) AND ($3::text IS NULL OR ${a}.kind = $3)
+      AND ($4::bigint[] IS NULL OR ${a}.id = ANY($4))
+      AND ($5::text IS NULL OR ${a}.last_error ILIKE $5)
+      AND ($6::timestamptz IS NULL OR ${a}.created_at >= $6) AND ($7::timestamptz IS NULL OR ${a}.created_at < $7)
+      AND ($8::jsonb IS NULL OR ${a}.payload @> $8) AND ($9::jsonpath IS NULL OR jsonb_path_exists(${a}.payload, $9))`;
+}
+
+/** The most jobs one bulk action touches; a larger filter is applied again for the rest. */
+export const BULK_MAX = 10_000;
+
+/** Jobs of filter $1–$9 in `states`, at most BULK_MAX, from `table` (alias a). */
+function bulkTargets(table: string, states: string): string {
+  return `SELECT a.id FROM ${table} a WHERE ${jobFilter("a")} AND ${states} LIMIT ${BULK_MAX}`;
+}
+
 export function adminStatements(names: Schema) {
   const schema = names.sql;
   const all = `${schema}.all_jobs`;
@@ -55,6 +79,63 @@ export function adminStatements(names: Schema) {
                  -- $6: an ILIKE pattern with the user's text escaped; unindexed, so it only filters the rows the other conditions reach.
                  AND ($6::text IS NULL OR last_error ILIKE $6)
                ORDER BY id DESC LIMIT $5`,
+      /**
+       * The explorer's page: filter $1–$9, ids below $10 (keyset), newest first, $11 rows. ORDER BY id DESC
+       * LIMIT reaches the live table's key and each history partition's id index in order (a merge of
+       * backward index scans), so a page costs about its rows plus the rows the filter skips on the way.
+       */
+      jobSearch: `SELECT id, queue, kind, status, priority, attempts, max_attempts, run_at, locked_by, created_at, updated_at,
+                       left(last_error, 200) AS last_error, pg_column_size(payload) AS payload_bytes
+                  FROM ${all} a
+                 WHERE ${jobFilter("a")} AND ($10::bigint IS NULL OR a.id < $10)
+                 ORDER BY a.id DESC LIMIT $11`,
+      /**
+       * What each bulk action would touch of filter $1–$9: the matching jobs (counted up to BULK_MAX + 1, so a
+       * larger filter reads "more than BULK_MAX") and, of those, the ones in each action's states.
+       */
+      jobBulkCount: `SELECT count(*)::int AS matched,
+                          count(*) FILTER (WHERE status IN ('dead', 'cancelled'))::int AS retry,
+                          count(*) FILTER (WHERE status IN ('pending', 'running'))::int AS cancel,
+                          count(*) FILTER (WHERE status <> 'running')::int AS delete,
+                          count(*) FILTER (WHERE status = 'pending' AND run_at > now())::int AS run_now,
+                          count(*) FILTER (WHERE status = 'pending')::int AS priority
+                     FROM (SELECT a.status, a.run_at FROM ${all} a WHERE ${jobFilter("a")} LIMIT ${BULK_MAX + 1}) x`,
+      /** Dead or cancelled jobs of filter $1–$9 → pending now, fresh attempts (as jobRetry). */
+      jobBulkRetry: restore(
+        schema,
+        `h.id IN (${bulkTargets(`${schema}.job_history`, "a.status IN ('dead', 'cancelled')")})`,
+      ),
+      /** Pending or running jobs of filter $1–$9 → cancelled (as jobCancel; $10 the channel). */
+      jobBulkCancel: `WITH c AS (
+                      DELETE FROM ${schema}.jobs WHERE id IN (${bulkTargets(`${schema}.jobs`, "a.status IN ('pending', 'running')")})
+                         AND status IN ('pending', 'running') RETURNING *),
+                    h AS (
+                      INSERT INTO ${schema}.job_history (${HISTORY_COLUMNS})
+                      ${historyValues("c", "'cancelled'", "COALESCE(last_error, 'cancelled by an operator')")})
+                    SELECT id, pg_notify($10, '!cancel:' || id) FROM c`,
+      /**
+       * Deletes the jobs of filter $1–$9 that are not running (a running job is cancelled first): finished ones
+       * from history, pending ones from the live table (their idempotency keys start their retention, as on
+       * any exit from the live table).
+       */
+      jobBulkDelete: `WITH live AS (
+                      DELETE FROM ${schema}.jobs WHERE id IN (${bulkTargets(`${schema}.jobs`, "a.status = 'pending'")})
+                         AND status = 'pending' RETURNING id),
+                    finished AS (
+                      DELETE FROM ${schema}.job_history WHERE id IN (${bulkTargets(`${schema}.job_history`, "true")}) RETURNING id)
+                    SELECT id FROM live UNION ALL SELECT id FROM finished`,
+      /** Scheduled pending jobs of filter $1–$9 run now; their queues' workers are woken ($10 the channel). */
+      jobBulkRunNow: `WITH up AS (
+                      UPDATE ${schema}.jobs SET run_at = now(), updated_at = now()
+                       WHERE id IN (${bulkTargets(`${schema}.jobs`, "a.status = 'pending' AND a.run_at > now()")})
+                         AND status = 'pending' AND run_at > now()
+                      RETURNING id, queue),
+                    woke AS (SELECT pg_notify($10, q) FROM (SELECT DISTINCT queue AS q FROM up) d)
+                    SELECT (SELECT count(*) FROM up)::int AS n, (SELECT count(*) FROM woke)::int AS woken`,
+      /** Pending jobs of filter $1–$9 get priority $10. */
+      jobBulkPriority: `UPDATE ${schema}.jobs SET priority = $10, updated_at = now()
+                       WHERE id IN (${bulkTargets(`${schema}.jobs`, "a.status = 'pending'")}) AND status = 'pending'
+                      RETURNING id`,
       /** Counts by status, history included: a scan of everything kept (`overview` is the cheap live view). */
       queueStats: `SELECT queue,
                         count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS pending,

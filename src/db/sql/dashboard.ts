@@ -10,6 +10,7 @@ import { statements } from "../statements.js";
 
 export function dashboardStatements(names: Schema) {
   const sessions = names.table("dashboard_sessions");
+  const schema = names.sql;
   return statements(
     names,
     { prepare: false },
@@ -32,6 +33,23 @@ export function dashboardStatements(names: Schema) {
                     RETURNING principal`,
       /** Sign-out. */
       sessionRevoke: `DELETE FROM ${sessions} WHERE id = $1`,
+
+      /**
+       * The live view's watched jobs ($1: ids, at most a few hundred): one probe of jobs' key and of
+       * job_history's id index per id, whatever the number of viewers watching them.
+       */
+      liveJobs: `SELECT id, queue, kind, status, priority, attempts, max_attempts, run_at, locked_by, locked_at,
+                       completed_at, updated_at, left(last_error, 2000) AS last_error
+                  FROM ${schema}.all_jobs WHERE id = ANY($1::bigint[])`,
+      /** One audit row: who ($1, role $2), what ($3 on $4, details $5), from where ($6, user agent $7). */
+      auditInsert: `INSERT INTO ${schema}.dashboard_audit (principal, role, action, target, detail, client, user_agent)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+      /** The audit page: newest first, ids below $1 (keyset), $2 rows. */
+      auditList: `SELECT id, at, principal, role, action, target, detail, client, user_agent
+                   FROM ${schema}.dashboard_audit WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2`,
+      /** Jobs in flight, for the workers page: the running partial index (jobs_running_lease), bounded. */
+      liveRunning: `SELECT id, queue, kind, locked_by, locked_at, attempts, max_attempts
+                     FROM ${schema}.jobs WHERE status = 'running' ORDER BY locked_at LIMIT 1000`,
     },
   );
 }

@@ -30,13 +30,22 @@ export function schedulerStatements(names: Schema) {
                     WHERE (${table}.expression, ${table}.timezone, ${table}.queue, ${table}.kind)
                           IS DISTINCT FROM (EXCLUDED.expression, EXCLUDED.timezone, EXCLUDED.queue, EXCLUDED.kind)`,
       /** Locks the schedules $1 no other scheduler is handling, with the pass's "now" ($2, or the database's). */
-      cronLock: `SELECT name, last_tick, COALESCE($2::timestamptz, now()) AS now FROM ${table}
+      cronLock: `SELECT name, last_tick, paused_at, run_requested_at, COALESCE($2::timestamptz, now()) AS now FROM ${table}
                 WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE SKIP LOCKED`,
       /** Only ever moves forward. */
       cronAdvance: `UPDATE ${table} SET last_tick = $2, last_job_id = $3, updated_at = now()
                    WHERE name = $1 AND last_tick < $2`,
-      cronList: `SELECT name, expression, timezone, queue, kind, last_tick, last_job_id, created_at, updated_at
+      cronList: `SELECT name, expression, timezone, queue, kind, last_tick, last_job_id, created_at, updated_at,
+                        paused_at, run_requested_at
                  FROM ${table} ORDER BY name`,
+      /** A paused schedule's due ticks are passed over: its last tick moves on without a job. */
+      cronSkip: `UPDATE ${table} SET last_tick = $2, updated_at = now() WHERE name = $1 AND last_tick < $2`,
+      /** The requested run $2 of schedule $1 was enqueued (a newer request stays; $2 came back through a JS Date, to the millisecond). */
+      cronRunDone: `UPDATE ${table} SET run_requested_at = NULL, last_job_id = COALESCE($3, last_job_id), updated_at = now()
+                   WHERE name = $1 AND date_trunc('milliseconds', run_requested_at) = $2`,
+      cronPause: `UPDATE ${table} SET paused_at = COALESCE(paused_at, now()), updated_at = now() WHERE name = $1`,
+      cronResume: `UPDATE ${table} SET paused_at = NULL, updated_at = now() WHERE name = $1`,
+      cronRequestRun: `UPDATE ${table} SET run_requested_at = now(), updated_at = now() WHERE name = $1`,
       cronRemove: `DELETE FROM ${table} WHERE name = $1`,
       dbNow: "SELECT now() AS now",
     },

@@ -30,12 +30,28 @@ export interface DashboardAuth {
   user?: string;
   /** Basic-auth / sign-in password. Default: `SKIPQ_DASHBOARD_PASSWORD`. At least 8 characters. */
   password?: string;
+  /**
+   * A read-only credential beside the admin one: it signs in the same ways, sees every page and acts on
+   * nothing (every action answers 403). Default: `SKIPQ_DASHBOARD_VIEWER_TOKEN`, `SKIPQ_DASHBOARD_VIEWER_USER`
+   * and `SKIPQ_DASHBOARD_VIEWER_PASSWORD`.
+   */
+  viewer?: { token?: string; user?: string; password?: string };
+}
+
+/** What a principal may do: "admin" acts, "viewer" only reads. */
+export type Role = "admin" | "viewer";
+
+/** A principal's role, from its name ("viewer:…" names are read-only). */
+export function roleOf(name: string): Role {
+  return name.startsWith("viewer:") ? "viewer" : "admin";
 }
 
 export interface Credentials {
   token: string | undefined;
   user: string | undefined;
   password: string | undefined;
+  /** The read-only credential, if any. */
+  viewer?: { token: string | undefined; user: string | undefined; password: string | undefined } | undefined;
 }
 
 /** Credentials from options, then the environment; undefined when none are configured. */
@@ -43,21 +59,51 @@ export function resolveCredentials(
   auth: DashboardAuth | undefined,
   env: NodeJS.ProcessEnv = process.env,
 ): Credentials | undefined {
-  const token = auth?.token ?? (env.SKIPQ_DASHBOARD_TOKEN || undefined);
-  const user = auth?.user ?? (env.SKIPQ_DASHBOARD_USER || undefined);
-  const password = auth?.password ?? (env.SKIPQ_DASHBOARD_PASSWORD || undefined);
+  const admin = checkedCredentials(
+    "",
+    auth?.token ?? (env.SKIPQ_DASHBOARD_TOKEN || undefined),
+    auth?.user ?? (env.SKIPQ_DASHBOARD_USER || undefined),
+    auth?.password ?? (env.SKIPQ_DASHBOARD_PASSWORD || undefined),
+  );
+  const viewer = checkedCredentials(
+    "viewer ",
+    auth?.viewer?.token ?? (env.SKIPQ_DASHBOARD_VIEWER_TOKEN || undefined),
+    auth?.viewer?.user ?? (env.SKIPQ_DASHBOARD_VIEWER_USER || undefined),
+    auth?.viewer?.password ?? (env.SKIPQ_DASHBOARD_VIEWER_PASSWORD || undefined),
+  );
+  if (!admin) {
+    if (viewer)
+      throw new ValidationError(
+        "a read-only (viewer) dashboard credential needs an admin one beside it: set SKIPQ_DASHBOARD_TOKEN (or SKIPQ_DASHBOARD_USER and SKIPQ_DASHBOARD_PASSWORD) too",
+      );
+    return undefined;
+  }
+  if (viewer?.token !== undefined && viewer.token === admin.token)
+    throw new ValidationError("the viewer token must differ from the admin token");
+  if (viewer?.user !== undefined && viewer.user === admin.user)
+    throw new ValidationError("the viewer user must differ from the admin user");
+  return { ...admin, viewer };
+}
+
+function checkedCredentials(
+  role: "" | "viewer ",
+  token: string | undefined,
+  user: string | undefined,
+  password: string | undefined,
+): { token: string | undefined; user: string | undefined; password: string | undefined } | undefined {
+  const env = role === "" ? "SKIPQ_DASHBOARD" : "SKIPQ_DASHBOARD_VIEWER";
   if ((user === undefined) !== (password === undefined))
     throw new ValidationError(
-      "dashboard auth needs both a user and a password (SKIPQ_DASHBOARD_USER and SKIPQ_DASHBOARD_PASSWORD), or neither",
+      `dashboard ${role}auth needs both a user and a password (${env}_USER and ${env}_PASSWORD), or neither`,
     );
   if (token !== undefined && (typeof token !== "string" || token.length < 16))
     throw new ValidationError(
-      "the dashboard token must be at least 16 characters; generate one with `openssl rand -hex 24`",
+      `the dashboard ${role}token must be at least 16 characters; generate one with \`openssl rand -hex 24\``,
     );
   if (password !== undefined && (typeof password !== "string" || password.length < 8))
-    throw new ValidationError("the dashboard password must be at least 8 characters");
+    throw new ValidationError(`the dashboard ${role}password must be at least 8 characters`);
   if (user !== undefined && (typeof user !== "string" || user.includes(":") || user.length === 0))
-    throw new ValidationError("the dashboard user must be a non-empty string without ':'");
+    throw new ValidationError(`the dashboard ${role}user must be a non-empty string without ':'`);
   if (token === undefined && user === undefined) return undefined;
   return { token, user, password };
 }
@@ -104,7 +150,11 @@ export class Authenticator {
     // The key mixes the secret with the credentials, so changing the token or
     // password changes every session's hash and CSRF token: everyone is signed out.
     this.key = createHmac("sha256", sessions.secret ?? randomBytes(32))
-      .update(`${credentials?.token ?? ""}\u0000${credentials?.user ?? ""}\u0000${credentials?.password ?? ""}`)
+      .update(
+        [credentials, credentials?.viewer]
+          .map((c) => `${c?.token ?? ""}\u0000${c?.user ?? ""}\u0000${c?.password ?? ""}`)
+          .join("\u0000"),
+      )
       .digest();
   }
 
@@ -117,11 +167,11 @@ export class Authenticator {
   }
 
   get acceptsToken(): boolean {
-    return this.credentials?.token !== undefined;
+    return this.credentials?.token !== undefined || this.credentials?.viewer?.token !== undefined;
   }
 
   get acceptsPassword(): boolean {
-    return this.credentials?.user !== undefined;
+    return this.credentials?.user !== undefined || this.credentials?.viewer?.user !== undefined;
   }
 
   /**
@@ -134,8 +184,8 @@ export class Authenticator {
     if (!this.credentials) return { kind: "open", id: "open", name: "open" };
     const header = req.headers.authorization;
     if (header?.startsWith("Bearer ")) {
-      if (this.check(req, "bearer", { token: header.slice(7).trim() }))
-        return { kind: "bearer", id: "bearer", name: "token" };
+      const name = this.check(req, "bearer", { token: header.slice(7).trim() });
+      if (name) return { kind: "bearer", id: `bearer:${name}`, name };
     } else if (header?.startsWith("Basic ")) {
       const decoded = Buffer.from(header.slice(6).trim(), "base64").toString("utf8");
       const colon = decoded.indexOf(":");
@@ -166,18 +216,22 @@ export class Authenticator {
     const account = given.token !== undefined ? "token" : `user:${given.user ?? ""}`;
     const wait = this.guard.throttle.wait(client, account);
     if (wait > 0) throw new ThrottledError(wait);
-    const ok =
+    const who =
       given.token !== undefined
-        ? this.checkToken(given.token)
-        : this.checkPassword(given.user ?? "", given.password ?? "");
-    if (ok) {
+        ? this.tokenOwner(given.token)
+        : this.passwordOwner(given.user ?? "", given.password ?? "");
+    if (who !== undefined) {
       this.guard.throttle.succeeded(client, account);
-      return account;
+      return who === "admin" ? account : `viewer:${account}`;
     }
     const nowBlocked = this.guard.throttle.failed(client, account);
     // The user name is logged only when it is the configured one: a password typed into the user field must not reach the logs.
     const user =
-      given.token !== undefined ? undefined : given.user === this.credentials?.user ? given.user : "(another name)";
+      given.token !== undefined
+        ? undefined
+        : given.user === this.credentials?.user || given.user === this.credentials?.viewer?.user
+          ? given.user
+          : "(another name)";
     this.guard.logger.warn(
       { client, via, ...(user === undefined ? { credential: "token" } : { user }) },
       "skipq dashboard: failed credential check",
@@ -190,17 +244,32 @@ export class Authenticator {
     return undefined;
   }
 
+  /** Whose token this is: the admin's, the viewer's, or nobody's. Both are compared, always. */
+  private tokenOwner(token: string): Role | undefined {
+    const admin = this.credentials?.token !== undefined && same(token, this.credentials.token);
+    const viewer = this.credentials?.viewer?.token !== undefined && same(token, this.credentials.viewer.token);
+    return admin ? "admin" : viewer ? "viewer" : undefined;
+  }
+
+  private passwordOwner(user: string, password: string): Role | undefined {
+    const matches = (c: { user: string | undefined; password: string | undefined } | undefined) => {
+      if (c?.user === undefined || c.password === undefined) return false;
+      // Both compared, always, so timing does not tell which one was wrong.
+      const userOk = same(user, c.user);
+      const passwordOk = same(password, c.password);
+      return userOk && passwordOk;
+    };
+    const admin = matches(this.credentials);
+    const viewer = matches(this.credentials?.viewer);
+    return admin ? "admin" : viewer ? "viewer" : undefined;
+  }
+
   checkToken(token: string): boolean {
-    return this.credentials?.token !== undefined && same(token, this.credentials.token);
+    return this.tokenOwner(token) === "admin";
   }
 
   checkPassword(user: string, password: string): boolean {
-    const c = this.credentials;
-    if (c?.user === undefined || c.password === undefined) return false;
-    // Both compared, always, so timing does not tell which one was wrong.
-    const userOk = same(user, c.user);
-    const passwordOk = same(password, c.password);
-    return userOk && passwordOk;
+    return this.passwordOwner(user, password) === "admin";
   }
 
   /**

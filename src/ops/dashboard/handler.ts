@@ -16,9 +16,21 @@ import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger, type Logger } from "../../core/logger.js";
 import { assertInt, type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
 import { Admin } from "../admin.js";
-import { JOB_STATUSES, type JobStatus } from "../adminTypes.js";
+import {
+  BULK_ACTIONS,
+  type BulkAction,
+  JOB_STATUSES,
+  type JobFilter,
+  type JobStatus,
+  type ListedJob,
+  type QueueLimits,
+  STATS_RANGES,
+  type StatsPoint,
+  type StatsRange,
+} from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
+import { LIVE_JS } from "./assets.js";
 import {
   Authenticator,
   CredentialThrottle,
@@ -28,23 +40,33 @@ import {
   type Principal,
   parseCookies,
   resolveCredentials,
+  roleOf,
   SESSION_COOKIE,
   ThrottledError,
   type ThrottleOptions,
 } from "./auth.js";
 import type { SafeHtml } from "./html.js";
+import { LiveHub, type LiveInterest, workersWithInFlight } from "./live.js";
 import { defaultRedactor, type Redactor } from "./redact.js";
 import {
+  auditPage,
+  bulkConfirmPage,
   CSS,
+  chartsBlock,
+  cronPage,
   deadPage,
+  FILTER_FIELDS,
   type JobsFilter,
   jobPage,
   jobsPage,
   messagePage,
   overviewPage,
   type PageContext,
+  queuePage,
   signInPage,
+  workersPage,
 } from "./views.js";
+import { type DashboardHandler, type FetchContext, type FetchHandler, toFetchHandler } from "./web.js";
 
 export interface DashboardOptions {
   /** The client whose schema the dashboard shows. Default: one created from `connectionString` (and closed by `close()`). */
@@ -101,22 +123,30 @@ export interface DashboardOptions {
    * minute, never applied to a client that signed in as that name before).
    */
   signInThrottle?: ThrottleOptions;
+  /**
+   * Live pages: one listener connection and one snapshot per `interval` for every open tab together
+   * (server-sent events at `<base>/events`). `false`: no live feed; pages refresh themselves instead. Default `{ interval: "1s" }`.
+   */
+  live?: { interval?: Duration } | false;
   /** Where the environment credentials are read from. Default `process.env`. */
   env?: NodeJS.ProcessEnv;
   /** Default: the client's logger. */
   logger?: Logger;
 }
 
-export type DashboardHandler = (
-  req: http.IncomingMessage,
-  res: http.ServerResponse,
-  next?: (err?: unknown) => void,
-) => void;
+export type { DashboardHandler, FetchContext, FetchHandler };
 
 export interface Dashboard {
   /** The request handler. Requests outside `basePath` go to `next`, or get a 404. */
   handle: DashboardHandler;
+  /**
+   * The same as a fetch handler, `(Request, { remoteAddress }) => Promise<Response>`, for Hono, Next.js route
+   * handlers and other web-standard servers. Pass the client's address: it keys the sign-in throttle.
+   */
+  fetch: FetchHandler;
   readonly metrics: SkipqMetrics | undefined;
+  /** The live feed's hub (undefined when `live: false`): how many viewers, snapshots and statements. */
+  readonly live: LiveHub | undefined;
   /** Closes the client the dashboard created (never one passed in). */
   close(): Promise<void>;
 }
@@ -183,7 +213,21 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   );
   const redact: Redactor = options.redact === false ? (v) => v : (options.redact ?? defaultRedactor);
   const title = options.title ?? "skipq";
-  const csp = `default-src 'none'; style-src 'sha256-${createHash("sha256").update(CSS).digest("base64")}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
+  const csp = `default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'sha256-${createHash("sha256").update(CSS).digest("base64")}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
+  const live =
+    options.live === false
+      ? undefined
+      : new LiveHub({
+          admin,
+          store: skipq.store,
+          connectionString:
+            skipq.connectionString ??
+            (skipq.pool as { options?: { connectionString?: string } }).options?.connectionString,
+          logger,
+          intervalMs: toMs("live.interval", options.live?.interval ?? "1s", { allowZero: false }),
+          errorOf: (job) => redactError(job.last_error, job),
+        });
+  const liveTopics = (...topics: string[]) => (live ? topics : undefined);
 
   const send = (
     res: http.ServerResponse,
@@ -253,9 +297,12 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     principal: Principal,
   ): Promise<void> {
     const flashCookie = parseCookies(req.headers.cookie)[FLASH_COOKIE];
+    const role = roleOf(principal.name);
     const ctx: PageContext = {
       base,
       title,
+      canAct: role === "admin",
+      role,
       csrf: principal.kind === "bearer" ? undefined : auth.csrfToken(principal),
       flash: flashCookie
         ? {
@@ -269,22 +316,22 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
 
     if (req.method === "GET" || req.method === "HEAD") {
       if (rel === "/") {
-        const [queues, throughput, health, workers] = await Promise.all([
+        const [queues, stats, health, workers] = await Promise.all([
           admin.overview(),
-          admin.throughput(),
+          series(undefined, "1h"),
           admin.health(options.health).then(
             (r) => r,
             (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
           ),
-          admin.workers(),
+          workersInFlight(),
         ]);
         return page(
           200,
           overviewPage(
-            { ...ctx, refresh: 10 },
+            { ...ctx, refresh: 10, live: liveTopics("queues", "workers") },
             {
               queues,
-              throughput,
+              stats,
               warnings: health instanceof Error ? [] : health.warnings,
               healthError: health instanceof Error ? health.message : undefined,
               workers,
@@ -292,27 +339,82 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
           ),
         );
       }
-      if (rel === "/jobs") {
-        const filter: JobsFilter = {
-          queue: param(url, "queue"),
-          kind: param(url, "kind"),
-          status: param(url, "status"),
-          search: param(url, "q"),
-          before: param(url, "before"),
-        };
-        if (filter.status && !JOB_STATUSES.includes(filter.status as JobStatus))
-          throw new HttpError(400, `status must be one of ${JOB_STATUSES.join(", ")}`);
-        const jobs = await admin.listJobs({
-          ...(filter.queue ? { queue: filter.queue } : {}),
-          ...(filter.kind ? { kind: filter.kind } : {}),
-          ...(filter.status ? { status: filter.status as JobStatus } : {}),
-          ...(filter.search ? { search: filter.search } : {}),
-          ...(filter.before ? { before: filter.before } : {}),
-          limit: PAGE_SIZE,
-        });
+      const queueMatch = /^\/queues\/([^/]+)$/.exec(rel);
+      if (queueMatch) {
+        const queue = decodePathSegment(queueMatch[1] as string);
+        if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+        const range = rangeOf(url);
+        const [overview, stats, limits, pausedKeys] = await Promise.all([
+          admin.overview(),
+          series(queue, range),
+          admin.getQueueLimits(queue),
+          admin.pausedKeys(queue),
+        ]);
         return page(
           200,
-          jobsPage(ctx, filter, jobs, PAGE_SIZE, JOB_STATUSES, (j) => redactError(j.last_error, j)),
+          queuePage(
+            { ...ctx, refresh: 30, live: liveTopics("queues") },
+            {
+              queue,
+              overview: overview.find((q) => q.queue === queue),
+              range,
+              stats,
+              limits: limits[0],
+              pausedKeys,
+              canAct: ctx.canAct !== false,
+            },
+          ),
+        );
+      }
+      if (rel === "/charts") {
+        const queue = param(url, "queue");
+        if (queue && !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+        const range = rangeOf(url);
+        return send(res, 200, chartsBlock(range, queue, await series(queue || undefined, range)));
+      }
+      if (rel === "/audit") {
+        const before = param(url, "before");
+        if (before && !/^[1-9][0-9]{0,18}$/.test(before)) throw new HttpError(400, "before must be an audit row id");
+        const { rows } = await skipq.store.query(skipq.store.sql.dashboard.auditList, [before || null, 100]);
+        return page(200, auditPage(ctx, rows, before, 100));
+      }
+      if (rel === "/cron") {
+        return page(200, cronPage({ ...ctx, refresh: 30 }, await admin.cronSchedules(), ctx.canAct !== false));
+      }
+      if (rel === "/workers") {
+        return page(200, workersPage({ ...ctx, refresh: 5, live: liveTopics("workers") }, await workersInFlight()));
+      }
+      if (rel === "/events") {
+        if (!live) throw new HttpError(404, "the live feed is off (live: false)");
+        return live.serve(req, res, interestOf(url), principal.id);
+      }
+      if (rel === "/assets/live.js") {
+        res.writeHead(200, {
+          "content-type": "text/javascript; charset=utf-8",
+          "cache-control": "private, max-age=300",
+          "x-content-type-options": "nosniff",
+        });
+        res.end(LIVE_JS);
+        return;
+      }
+      if (rel === "/jobs") {
+        const filter = filterOf((name) => param(url, name));
+        const before = param(url, "before");
+        if (before && !/^[1-9][0-9]{0,18}$/.test(before)) throw new HttpError(400, "before must be a job id");
+        // The live script's refreshes (marked by their header) share results for a second; a person's navigation never does.
+        const jobs =
+          req.headers["x-skipq-live"] === "1"
+            ? await search(filter, before)
+            : await admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE });
+        return page(
+          200,
+          jobsPage(
+            { ...ctx, refresh: before ? undefined : 10, live: liveTopics("jobs") },
+            filter,
+            { before, jobs, limit: PAGE_SIZE, canAct: ctx.canAct !== false },
+            JOB_STATUSES,
+            (j) => redactError(j.last_error, j),
+          ),
         );
       }
       const detail = /^\/jobs\/([1-9][0-9]{0,18})$/.exec(rel);
@@ -328,7 +430,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         const moving = job.status === "waiting" || job.status === "pending" || job.status === "running";
         return page(
           200,
-          jobPage(moving ? { ...ctx, refresh: 2 } : ctx, job, {
+          jobPage(moving ? { ...ctx, refresh: 2, live: liveTopics("job") } : { ...ctx, live: liveTopics("job") }, job, {
             payload: text.slice(0, MAX_PAYLOAD_CHARS),
             payloadTruncated: Math.max(0, text.length - MAX_PAYLOAD_CHARS),
             headers,
@@ -359,11 +461,71 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const back = safeBack(form.get("back"));
     const done = (text: string, kind: "ok" | "err" = "ok") =>
       redirect(res, back, [cookie(req, FLASH_COOKIE, `${kind}:${text}`, 30)]);
+    /** Logs an action and writes its audit row (who, what, when, from where) before it is answered. */
+    const record = (what: string, target: string | null, detail: Record<string, unknown> = {}) => {
+      logger.info({ action: what, target, ...detail, by: principal.name }, `skipq dashboard: ${what}`);
+      return audit(req, principal.name, what, target, detail);
+    };
+    if (role !== "admin" && rel !== "/logout")
+      throw new HttpError(403, "this credential is read-only: sign in with the admin credential to act");
 
     if (rel === "/logout") {
       await auth.endSession(req);
-      logger.info({ by: principal.name }, "skipq dashboard: signed out");
+      live?.endSession(principal.id);
+      await record("sign-out", null);
       return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
+    }
+    if (rel === "/jobs/bulk") {
+      const filter = filterOf((name) => formParam(form, name));
+      const action = form.get("action") as BulkAction;
+      if (!BULK_ACTIONS.includes(action)) throw new HttpError(400, `action must be one of ${BULK_ACTIONS.join(", ")}`);
+      const scope = form.get("scope") === "selected" ? "selected" : "filter";
+      const ids = form.getAll("ids");
+      if (scope === "selected") {
+        if (ids.length === 0) return done("Select at least one job first.", "err");
+        if (ids.length > 500 || !ids.every((id) => /^[1-9][0-9]{0,18}$/.test(id)))
+          throw new HttpError(400, "ids: at most 500 job ids");
+      }
+      const priorityText = form.get("priority") ?? "0";
+      if (action === "priority" && !/^-?[0-9]{1,5}$/.test(priorityText))
+        throw new HttpError(400, "priority must be a whole number from -32768 to 32767");
+      const priority = Number(priorityText);
+      if (action === "priority" && (priority < -32768 || priority > 32767))
+        throw new HttpError(400, "priority must be a whole number from -32768 to 32767");
+      const target = { ...toJobFilter(filter), ...(scope === "selected" ? { ids } : {}) };
+      if (form.get("confirm") === null) {
+        const counts = await admin.bulkCounts(target);
+        return page(
+          200,
+          bulkConfirmPage(ctx, {
+            action,
+            scope,
+            ids: scope === "selected" ? ids : [],
+            filter,
+            priority: priorityText,
+            counts,
+          }),
+        );
+      }
+      const n = await admin.bulk(action, target, { priority });
+      await record(
+        `bulk ${action}`,
+        scope === "selected" ? `jobs ${ids.join(",")}`.slice(0, 500) : "jobs matching a filter",
+        {
+          filter: Object.fromEntries(Object.entries(filter).filter(([, v]) => v)),
+          jobs: n,
+          ...(action === "priority" ? { priority } : {}),
+        },
+      );
+      const query = new URLSearchParams(
+        Object.entries(FILTER_FIELDS).flatMap(([k, name]): Array<[string, string]> => {
+          const v = filter[k as keyof JobsFilter];
+          return v ? [[name, v]] : [];
+        }),
+      ).toString();
+      return redirect(res, `${base}/jobs${query ? `?${query}` : ""}`, [
+        cookie(req, FLASH_COOKIE, `ok:${action}: ${n} job(s) changed.`, 30),
+      ]);
     }
     let m = /^\/jobs\/([1-9][0-9]{0,18})\/(retry|cancel)$/.exec(rel);
     if (m) {
@@ -375,14 +537,62 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         if (error instanceof SkipqError) return done(error.message, "err");
         throw error;
       }
-      logger.info({ jobId: id, action: verb, by: principal.name }, `skipq dashboard: job ${verb}`);
+      await record(`job ${verb}`, `job ${id}`);
       return done(verb === "retry" ? `Job ${id} is pending again.` : `Job ${id} was cancelled.`);
+    }
+    m = /^\/cron\/([^/]+)\/(pause|resume|run)$/.exec(rel);
+    if (m) {
+      const name = decodePathSegment(m[1] as string);
+      if (name === undefined || !NAME_PATTERN.test(name)) throw new HttpError(400, "not a schedule name");
+      const verb = m[2] as "pause" | "resume" | "run";
+      const found =
+        verb === "pause"
+          ? await admin.pauseCron(name)
+          : verb === "resume"
+            ? await admin.resumeCron(name)
+            : await admin.runCronNow(name);
+      if (!found) return done(`There is no schedule ${name}.`, "err");
+      await record(`cron ${verb}`, `schedule ${name}`);
+      return done(
+        verb === "pause"
+          ? `Schedule ${name} is paused: its ticks are skipped until it is resumed.`
+          : verb === "resume"
+            ? `Schedule ${name} runs again from its next tick.`
+            : `Schedule ${name} runs once at the next pass of a scheduler that declares it.`,
+      );
+    }
+    m = /^\/queues\/([^/]+)\/(limits|keys\/pause|keys\/resume)$/.exec(rel);
+    if (m) {
+      const queue = decodePathSegment(m[1] as string);
+      if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+      try {
+        if (m[2] === "limits") {
+          const limits = limitsOf(form);
+          await admin.setQueueLimits(queue, limits);
+          await record("queue limits", `queue ${queue}`, { limits });
+          return done(`Limits of ${queue} saved.`);
+        }
+        const key = formParam(form, "key");
+        if (m[2] === "keys/pause") {
+          const until = await admin.pauseKey(queue, key || null, formParam(form, "for") || "10m");
+          await record("key pause", `queue ${queue}`, { key: key || null, until: until.toISOString() });
+          return done(`${key ? `Key ${key}` : "The whole queue"} of ${queue} is paused until ${until.toISOString()}.`);
+        }
+        const resumed = await admin.resumeKey(queue, key || null);
+        await record("key resume", `queue ${queue}`, { key: key || null, resumed });
+        return done(
+          resumed ? `${key ? `Key ${key}` : "The queue-wide pause"} of ${queue} is resumed.` : "It was not paused.",
+        );
+      } catch (error) {
+        if (error instanceof ValidationError) return done(error.message, "err");
+        throw error;
+      }
     }
     m = /^\/queues\/([^/]+)\/(pause|resume|retry-dead)$/.exec(rel);
     if (m) {
       const queue = decodePathSegment(m[1] as string);
       if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
-      logger.info({ queue, action: m[2], by: principal.name }, `skipq dashboard: queue ${m[2]}`);
+      await record(`queue ${m[2]}`, `queue ${queue}`);
       if (m[2] === "pause") {
         await admin.pauseQueue(queue);
         return done(`Queue ${queue} is paused: running jobs finish, nothing new is claimed.`);
@@ -398,14 +608,62 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       const fingerprint = form.get("fingerprint") ?? "";
       const queue = form.get("queue") || undefined;
       const n = await admin.retryDeadByFingerprint(fingerprint, queue);
-      logger.info(
-        { fingerprint, queue, action: "retry-dead", by: principal.name },
-        "skipq dashboard: dead jobs retried",
-      );
+      await record("retry dead by fingerprint", `fingerprint ${fingerprint}`, { queue: queue ?? null, jobs: n });
       return done(`${n} dead job(s) with fingerprint ${fingerprint} are pending again.`);
     }
     throw new HttpError(404, "no such action");
   }
+
+  /**
+   * Appends an audit row. Throws when it cannot be written (the schema lacks the table): an action nobody
+   * could account for is answered as a failure, after it ran; the log line is written either way.
+   */
+  const audit = async (
+    req: http.IncomingMessage,
+    who: string,
+    what: string,
+    target: string | null,
+    detail: Record<string, unknown>,
+  ): Promise<void> => {
+    const agent = req.headers["user-agent"];
+    await skipq.store.query(skipq.store.sql.dashboard.auditInsert, [
+      who,
+      roleOf(who),
+      what,
+      target,
+      Object.keys(detail).length > 0 ? JSON.stringify(detail) : null,
+      clientAddress(req, trustProxy),
+      typeof agent === "string" ? agent.slice(0, 200) : null,
+    ]);
+  };
+
+  /** Chart series, shared by every viewer for 15 s (a page's charts reload every 30 s). */
+  const seriesCache = new Map<string, { at: number; points: Promise<StatsPoint[]> }>();
+  const series = (queue: string | undefined, range: StatsRange): Promise<StatsPoint[]> => {
+    const key = `${queue ?? ""}\u0000${range}`;
+    const hit = seriesCache.get(key);
+    if (hit && Date.now() - hit.at < 15_000) return hit.points;
+    if (seriesCache.size > 1000) seriesCache.clear();
+    const points = admin.queueSeries(queue, range);
+    seriesCache.set(key, { at: Date.now(), points });
+    points.catch(() => seriesCache.delete(key));
+    return points;
+  };
+
+  /** Explorer pages for the live script's refreshes, shared by every viewer of the same filter for 1 s. */
+  const searchCache = new Map<string, { at: number; jobs: Promise<ListedJob[]> }>();
+  const search = (filter: JobsFilter, before: string): Promise<ListedJob[]> => {
+    const key = JSON.stringify([filter, before]);
+    const hit = searchCache.get(key);
+    if (hit && Date.now() - hit.at < 1000) return hit.jobs;
+    if (searchCache.size > 1000) searchCache.clear();
+    const jobs = admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE });
+    searchCache.set(key, { at: Date.now(), jobs });
+    jobs.catch(() => searchCache.delete(key));
+    return jobs;
+  };
+
+  const workersInFlight = () => workersWithInFlight(admin, skipq.store);
 
   function serveMetrics(res: http.ServerResponse): void {
     const m = metrics as SkipqMetrics;
@@ -438,6 +696,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     }
     if (name === undefined) return show(401, "Wrong credentials.");
     const session = await auth.startSession(req, name);
+    logger.info({ by: name }, "skipq dashboard: signed in");
+    await audit(req, name, "sign-in", null, {});
     return redirect(res, next, [cookie(req, SESSION_COOKIE, session, Math.floor(auth.sessionTtlSeconds))]);
   }
 
@@ -538,8 +798,11 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
 
   return {
     handle,
+    fetch: toFetchHandler(handle),
     metrics,
+    live,
     async close() {
+      await live?.close();
       if (ownsClient) await skipq.close();
     },
   };
@@ -564,6 +827,85 @@ function shownJson(redacted: () => unknown, field: "payload" | "headers" | "resu
     if (!(error instanceof RangeError)) throw error;
     return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
   }
+}
+
+/** A limits form: an empty field removes that limit; numbers and the window are validated by Admin.setQueueLimits. */
+function limitsOf(form: URLSearchParams): QueueLimits {
+  const int = (name: string): number | null => {
+    const text = formParam(form, name);
+    if (text === "") return null;
+    if (!/^[0-9]{1,7}$/.test(text))
+      throw new ValidationError(`${name} must be a whole number from 1 to 1000000, or empty for no limit`);
+    return Number(text);
+  };
+  const rateLimit = int("rateLimit");
+  const windowText = formParam(form, "rateWindow");
+  if ((rateLimit === null) !== (windowText === ""))
+    throw new ValidationError("a rate limit needs both a number of starts and a window (e.g. 100 per 1m), or neither");
+  return {
+    concurrency: int("concurrency"),
+    keyConcurrency: int("keyConcurrency"),
+    rate:
+      rateLimit === null
+        ? null
+        : { limit: rateLimit, window: windowText, perKey: formParam(form, "ratePerKey") === "true" },
+  };
+}
+
+/** The explorer's filter as typed, from a URL or a form (each field at most 200 characters). */
+function filterOf(get: (name: string) => string): JobsFilter {
+  const filter = {} as JobsFilter;
+  for (const [key, name] of Object.entries(FILTER_FIELDS) as Array<[keyof JobsFilter, string]>) filter[key] = get(name);
+  if (filter.status && !JOB_STATUSES.includes(filter.status as JobStatus))
+    throw new HttpError(400, `status must be one of ${JOB_STATUSES.join(", ")}`);
+  return filter;
+}
+
+/** A "from"/"to" field: an ISO time, read as UTC when it names no zone (what a datetime-local input sends). */
+function utcTime(name: string, text: string): Date | undefined {
+  if (!text) return undefined;
+  const local = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?)?$/.test(text);
+  const d = new Date(local ? (text.includes("T") ? `${text}Z` : `${text}T00:00Z`) : text);
+  if (!/^\d{4}-/.test(text) || Number.isNaN(d.getTime()))
+    throw new HttpError(400, `${name} must be a time like 2026-01-31T09:00 (UTC) or 2026-01-31T09:00:00+01:00`);
+  return d;
+}
+
+/** The typed filter as Admin's, validated by it (bad names, paths and values are 400s). */
+function toJobFilter(f: JobsFilter): JobFilter {
+  return {
+    ...(f.status ? { status: f.status as JobStatus } : {}),
+    ...(f.queue ? { queue: f.queue } : {}),
+    ...(f.kind ? { kind: f.kind } : {}),
+    ...(f.search ? { search: f.search } : {}),
+    ...(f.from ? { createdFrom: utcTime("from", f.from) } : {}),
+    ...(f.to ? { createdTo: utcTime("to", f.to) } : {}),
+    ...(f.path ? { payloadPath: f.path } : {}),
+    ...(f.value ? { payloadValue: f.value } : {}),
+  };
+}
+
+function formParam(form: URLSearchParams, name: string): string {
+  const value = form.get(name) ?? "";
+  if (value.length > 200) throw new HttpError(400, `${name} is longer than 200 characters`);
+  return value.trim();
+}
+
+function rangeOf(url: URL): StatsRange {
+  const range = url.searchParams.get("range") || "1h";
+  if (!(range in STATS_RANGES))
+    throw new HttpError(400, `range must be one of ${Object.keys(STATS_RANGES).join(", ")}`);
+  return range as StatsRange;
+}
+
+/** What an event stream asks for: `topics` (queues, workers) and `jobs` (ids, at most 200). */
+function interestOf(url: URL): LiveInterest {
+  const topics = (url.searchParams.get("topics") ?? "").split(",");
+  const jobs = (url.searchParams.get("jobs") ?? "").split(",").filter((id) => id !== "");
+  if (jobs.length > 200) throw new HttpError(400, "jobs: at most 200 ids");
+  for (const id of jobs)
+    if (!/^[1-9][0-9]{0,18}$/.test(id)) throw new HttpError(400, `jobs: ${id.slice(0, 30)} is not a job id`);
+  return { queues: topics.includes("queues"), workers: topics.includes("workers"), jobs };
 }
 
 function param(url: URL, name: string): string {

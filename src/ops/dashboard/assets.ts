@@ -1,0 +1,185 @@
+/**
+ * The dashboard's one script, served from `<base>/assets/live.js` (the page's
+ * Content-Security-Policy allows scripts from 'self' only: nothing inline,
+ * nothing from elsewhere). It makes pages live and nothing else: every page
+ * works without it (forms post, links navigate, and pages without the script
+ * refresh themselves through a <noscript> meta tag).
+ *
+ * It subscribes to `<base>/events` and patches what the page shows: queue
+ * counts, a job's status and attempts, the workers table. Where a change
+ * needs new markup (a job changed state, a new queue, new jobs on the first
+ * page of a list) it fetches the page again and swaps its <main>, at most
+ * once a second, and never while a bulk selection is being made. Charts are
+ * reloaded from <base>/charts every 30 s (the server shares them for 15 s). Everything
+ * it writes goes through textContent or the server's own escaped markup.
+ */
+export const LIVE_JS = `"use strict";
+(function () {
+  var body = document.body;
+  var base = body.getAttribute("data-base") || "";
+  var live = (body.getAttribute("data-live") || "").split(",").filter(Boolean);
+  if (!window.EventSource || live.length === 0) return;
+  var badge = document.getElementById("live");
+  var es = null;
+  var watching = "";
+  function watchedIds() {
+    return Array.prototype.map.call(document.querySelectorAll("[data-watch-job]"), function (el) {
+      return el.getAttribute("data-watch-job");
+    }).slice(0, 200).join(",");
+  }
+  function state(text, ok) {
+    if (!badge) return;
+    badge.textContent = text;
+    badge.className = ok ? "live on" : "live off";
+  }
+  function connect() {
+    if (es) es.close();
+    var params = new URLSearchParams();
+    params.set("topics", live.join(","));
+    watching = watchedIds();
+    if (watching) params.set("jobs", watching);
+    es = new EventSource(base + "/events?" + params.toString());
+    es.onopen = function () { state("live", true); };
+    es.onerror = function () { state("reconnecting", false); };
+    es.addEventListener("queues", onQueues);
+    es.addEventListener("job", onJob);
+    es.addEventListener("enqueued", onEnqueued);
+    es.addEventListener("workers", onWorkers);
+  }
+
+  var pending = null;
+  var lastSwap = 0;
+  function selecting() {
+    var a = document.activeElement;
+    return document.querySelector("input[name=ids]:checked") !== null ||
+      (a && a.closest && a.closest("main form[method=post]") !== null && a.tagName !== "BUTTON");
+  }
+  // Fetches this page again and swaps its <main>: at most once a second.
+  function refresh() {
+    if (pending) return;
+    var wait = Math.max(0, 1000 - (Date.now() - lastSwap));
+    pending = setTimeout(function () {
+      if (selecting()) { pending = null; notice(); return; }
+      fetch(location.href, { credentials: "same-origin", headers: { "x-skipq-live": "1" } })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (text) {
+          pending = null;
+          lastSwap = Date.now();
+          if (!text) return;
+          var doc = new DOMParser().parseFromString(text, "text/html");
+          var next = doc.querySelector("main");
+          var here = document.querySelector("main");
+          if (!next || !here) return;
+          var focusId = document.activeElement && document.activeElement.id;
+          // The outcome of the action that led here stays on the page (its cookie is gone from the new one).
+          var flash = here.querySelector("[role=status]");
+          var heading = next.querySelector("h1");
+          if (flash && !next.querySelector("[role=status]") && heading) heading.after(flash);
+          here.replaceWith(document.adoptNode(next));
+          if (focusId) { var f = document.getElementById(focusId); if (f) f.focus(); }
+          if (watchedIds() !== watching) connect();
+        })
+        .catch(function () { pending = null; });
+    }, wait);
+  }
+  function notice() {
+    var n = document.getElementById("live-notice");
+    if (n) n.hidden = false;
+  }
+  function set(scope, field, value) {
+    var el = scope.querySelector("[data-f=" + field + "]");
+    if (el && el.textContent !== String(value)) el.textContent = String(value);
+  }
+  function cell(tr, text) {
+    var td = document.createElement("td");
+    if (text !== undefined) td.textContent = text;
+    tr.appendChild(td);
+    return td;
+  }
+  function when(iso) {
+    return iso ? String(iso).replace("T", " ").replace(/\\.\\d+Z$/, "Z") : "—";
+  }
+
+  function onQueues(e) {
+    var rows = JSON.parse(e.data);
+    var table = document.getElementById("queues");
+    if (!table) return;
+    if (table.querySelectorAll("tr[data-queue]").length !== rows.length) { refresh(); return; }
+    rows.forEach(function (q) {
+      var tr = table.querySelector('tr[data-queue="' + CSS.escape(q.queue) + '"]');
+      if (!tr) { refresh(); return; }
+      set(tr, "pending", q.pending);
+      set(tr, "scheduled", q.scheduled);
+      set(tr, "running", q.running);
+      set(tr, "completed", q.completedLastHour);
+      if ((tr.getAttribute("data-dead") || "0") !== String(q.dead) ||
+          (tr.getAttribute("data-paused") === "true") !== q.paused) refresh();
+    });
+  }
+
+  function onJob(e) {
+    var job = JSON.parse(e.data);
+    var els = document.querySelectorAll('[data-watch-job="' + job.id + '"]');
+    Array.prototype.forEach.call(els, function (el) {
+      if (job.gone || el.getAttribute("data-status") !== job.status) { refresh(); return; }
+      set(el, "attempts", job.attempts + "/" + job.max_attempts);
+      set(el, "locked_by", job.locked_by || "—");
+    });
+  }
+
+  function onEnqueued(e) {
+    var list = document.querySelector("[data-live-list]");
+    if (!list) return;
+    var queue = list.getAttribute("data-live-list");
+    if (queue && queue !== JSON.parse(e.data).queue) return;
+    refresh();
+  }
+
+  // The workers table is drawn here from the event (no request of its own).
+  function onWorkers(e) {
+    var tbody = document.querySelector("#workers tbody");
+    if (!tbody) { if (document.getElementById("no-workers")) refresh(); return; }
+    var workers = JSON.parse(e.data);
+    if (workers.length === 0) { refresh(); return; }
+    var rows = workers.map(function (w) {
+      var tr = document.createElement("tr");
+      tr.setAttribute("data-worker", w.id);
+      cell(tr, w.id);
+      cell(tr, (w.hostname || "—") + (w.pid ? " · " + w.pid : ""));
+      cell(tr, w.queues.join(", "));
+      cell(tr, w.kinds.join(", "));
+      var inflight = cell(tr);
+      inflight.setAttribute("data-f", "inflight");
+      if (w.inFlight.length === 0) inflight.textContent = "idle";
+      w.inFlight.forEach(function (j, i) {
+        if (i > 0) inflight.appendChild(document.createTextNode(", "));
+        var a = document.createElement("a");
+        a.href = base + "/jobs/" + j.id;
+        a.textContent = j.kind + " #" + j.id;
+        inflight.appendChild(a);
+      });
+      cell(tr, when(w.last_seen_at));
+      return tr;
+    });
+    tbody.replaceChildren.apply(tbody, rows);
+  }
+
+  // Charts come from the maintainer's per-minute rollup: reloaded every 30 s while the tab is visible.
+  setInterval(function () {
+    if (document.visibilityState !== "visible") return;
+    Array.prototype.forEach.call(document.querySelectorAll("[data-charts]"), function (el) {
+      fetch(base + "/charts?" + el.getAttribute("data-charts"), { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (text) {
+          if (!text) return;
+          var next = new DOMParser().parseFromString(text, "text/html").querySelector("[data-charts]");
+          if (next) el.replaceWith(document.adoptNode(next));
+        })
+        .catch(function () {});
+    });
+  }, 30000);
+
+  connect();
+  addEventListener("pagehide", function () { if (es) es.close(); });
+})();
+`;

@@ -1,0 +1,159 @@
+/**
+ * The dashboard's views of what skipq runs: a job's timeline, the workers
+ * with their in-flight jobs, cron schedules (last and next tick, run now,
+ * pause), and a queue's limits and paused keys, edited with validation.
+ */
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { Admin, type RunningDashboard, Scheduler, startDashboard } from "../../src/index.js";
+import { type TestQueue, testQueue, until } from "../helpers.js";
+
+const TOKEN = "pages-token-0123456789";
+let t: TestQueue;
+let d: RunningDashboard;
+let admin: Admin;
+let cookie: string;
+let csrf: string;
+
+beforeAll(async () => {
+  t = await testQueue("dashboard_pages");
+  admin = new Admin(t.skipq);
+  d = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {} });
+  const res = await post("login", { token: TOKEN, next: "/" });
+  cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
+  csrf = /name="_csrf" value="([^"]+)"/.exec(await (await get("cron")).text())?.[1] as string;
+});
+afterAll(async () => {
+  await d.close();
+  await t.cleanup();
+});
+
+const get = (path: string) => fetch(new URL(path, d.url), { headers: { cookie }, redirect: "manual" });
+const post = (path: string, form: Record<string, string>) =>
+  fetch(new URL(path, d.url), {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", ...(cookie ? { cookie } : {}) },
+    body: new URLSearchParams(form).toString(),
+    redirect: "manual",
+  });
+const flash = (res: Response) => decodeURIComponent(res.headers.get("set-cookie") ?? "");
+
+test("a job's timeline: enqueued, the last attempt's start on its worker, its end with the error", async () => {
+  const { rows } = await t.db.query(
+    `INSERT INTO "${t.schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at, locked_at,
+                                           locked_by, last_error, created_at, finished_at)
+     VALUES (nextval(pg_get_serial_sequence('"${t.schema}".jobs', 'id')), 'mail', 'send', '{}', 'dead', 0, 3, 3,
+             now() - interval '50 seconds', now() - interval '40 seconds', 'host:1:abc', 'Error: <smtp> refused',
+             now() - interval '2 minutes', now() - interval '30 seconds') RETURNING id::text`,
+  );
+  const page = await (await get(`jobs/${rows[0].id}`)).text();
+  const timeline = /<ol id="timeline"[^>]*>([\s\S]*?)<\/ol>/.exec(page)?.[1] ?? "";
+  expect(timeline).toContain("<strong>Enqueued</strong>");
+  expect(timeline).toContain("Attempts 1–2 ran and failed");
+  expect(timeline).toMatch(
+    /Attempt 3 started<\/strong> <time[^>]*>[^<]*<\/time> on <code>host:1:abc<\/code> · waited 10 s/,
+  );
+  expect(timeline).toMatch(/Failed for good \(dead\)<\/strong> <time[^>]*>[^<]*<\/time> · ran 10 s/);
+  expect(timeline).toContain("Error: &lt;smtp&gt; refused");
+});
+
+test("the workers page lists each live worker with the jobs it runs now", async () => {
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  const worker = t.skipq
+    .worker({ queues: ["slow"], pollInterval: "50ms", presenceInterval: "1s", maintenance: false })
+    .register("long", () => held);
+  await worker.start();
+  try {
+    const { id } = await t.skipq.enqueue("long", {}, { queue: "slow" });
+    await until("running", async () => (await admin.getJob(id))?.status === "running");
+    const page = await until("listed with its job", async () => {
+      const text = await (await get("workers")).text();
+      return text.includes(`href="/jobs/${id}">long #${id}</a>`) ? text : undefined;
+    });
+    expect(page).toContain('<table id="workers">');
+    expect(page).toContain('data-live="workers"');
+  } finally {
+    release();
+    await worker.stop();
+  }
+});
+
+test("cron: last and next tick shown; pause skips ticks, run now enqueues once, resume runs again", async () => {
+  const scheduler = new Scheduler(t.skipq).add("0 * * * *", "hourly-report", { report: true });
+  await scheduler.runOnce({ now: new Date("2026-02-01T00:30:00Z") });
+  const page = await (await get("cron")).text();
+  expect(page).toMatch(/<tr data-cron="hourly-report">/);
+  expect(page).toContain("<code>0 * * * *</code>");
+  expect(page).toContain("2026-02-01 00:30:00Z");
+
+  expect(flash(await post("cron/hourly-report/pause", { _csrf: csrf, back: "/cron" }))).toContain("is paused");
+  expect(await scheduler.runOnce({ now: new Date("2026-02-01T01:05:00Z") })).toEqual([]);
+  const paused = (await admin.cronSchedules()).find((c) => c.name === "hourly-report");
+  expect(paused?.pausedAt).not.toBeNull();
+  expect(paused?.lastTick.toISOString()).toBe("2026-02-01T01:00:00.000Z");
+  expect(await (await get("cron")).text()).toContain("<strong>paused</strong>");
+
+  expect(flash(await post("cron/hourly-report/run", { _csrf: csrf, back: "/cron" }))).toContain("runs once");
+  const [manual] = await scheduler.runOnce({ now: new Date("2026-02-01T01:10:00Z") });
+  expect(manual?.jobIds).toHaveLength(1);
+  const job = await admin.getJob(manual?.jobIds[0] as string);
+  expect(job?.payload).toEqual({ report: true });
+  expect(await scheduler.runOnce({ now: new Date("2026-02-01T01:10:00Z") })).toEqual([]);
+
+  await post("cron/hourly-report/resume", { _csrf: csrf, back: "/cron" });
+  const [resumed] = await scheduler.runOnce({ now: new Date("2026-02-01T02:05:00Z") });
+  expect(resumed?.ticks.map((x) => x.toISOString())).toEqual(["2026-02-01T02:00:00.000Z"]);
+  expect(flash(await post("cron/no-such/run", { _csrf: csrf, back: "/cron" }))).toContain(
+    "There is no schedule no-such",
+  );
+  expect((await post("cron/hourly-report/run", { back: "/cron" })).status).toBe(403);
+});
+
+test("limits and paused keys are edited on the queue's page, and bad input changes nothing", async () => {
+  const ok = await post("queues/limited/limits", {
+    _csrf: csrf,
+    back: "/queues/limited",
+    concurrency: "5",
+    keyConcurrency: "",
+    rateLimit: "100",
+    rateWindow: "1m",
+    ratePerKey: "true",
+  });
+  expect(flash(ok)).toContain("Limits of limited saved.");
+  expect(ok.headers.get("location")).toBe("/queues/limited");
+  const saved = await admin.getQueueLimits("limited");
+  expect(saved[0]).toMatchObject({
+    concurrency: 5,
+    keyConcurrency: null,
+    rate: { limit: 100, window: 60_000, perKey: true },
+  });
+  const page = await (await get("queues/limited")).text();
+  expect(page).toMatch(/name="concurrency" type="number"[^>]*value="5"/);
+  expect(page).toContain('value="60000ms"');
+
+  for (const [bad, message] of [
+    [{ concurrency: "0" }, "concurrency"],
+    [{ concurrency: "-3" }, "concurrency must be a whole number"],
+    [{ rateLimit: "10", rateWindow: "" }, "needs both"],
+    [{ rateLimit: "10", rateWindow: "soon" }, "rate.window"],
+  ] as Array<[Record<string, string>, string]>) {
+    const res = await post("queues/limited/limits", { _csrf: csrf, back: "/queues/limited", ...bad });
+    expect(flash(res), JSON.stringify(bad)).toContain(message);
+    expect((await admin.getQueueLimits("limited"))[0], JSON.stringify(bad)).toEqual(saved[0]);
+  }
+
+  expect(
+    flash(await post("queues/limited/keys/pause", { _csrf: csrf, back: "/queues/limited", key: "acme", for: "10m" })),
+  ).toContain("Key acme of limited is paused until");
+  expect(await (await get("queues/limited")).text()).toMatch(/<table id="paused-keys">[\s\S]*<td>acme<\/td>/);
+  expect(
+    flash(await post("queues/limited/keys/pause", { _csrf: csrf, back: "/queues/limited", key: "x", for: "forever" })),
+  ).toContain("err:");
+  expect((await admin.pausedKeys("limited")).map((k) => k.key)).toEqual(["acme"]);
+  expect(
+    flash(await post("queues/limited/keys/resume", { _csrf: csrf, back: "/queues/limited", key: "acme" })),
+  ).toContain("resumed");
+  expect(await admin.pausedKeys("limited")).toEqual([]);
+});
