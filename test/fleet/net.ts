@@ -36,6 +36,11 @@ export function namespacesUnavailable(): string | undefined {
   if (process.getuid?.() !== 0) return "network namespaces need root (run the fleet suite as root, as CI does)";
   const probe = spawnSync("ip", ["netns", "list"], { stdio: "ignore" });
   if (probe.error || probe.status !== 0) return "the `ip` command (iproute2) is missing or cannot list namespaces";
+  // Root in a container without CAP_SYS_ADMIN lists namespaces but may not make one.
+  const name = `sqprobe${process.pid}`;
+  const add = spawnSync("ip", ["netns", "add", name], { encoding: "utf8" });
+  spawnSync("ip", ["netns", "del", name], { stdio: "ignore" });
+  if (add.status !== 0) return `this machine does not allow network namespaces (ip netns add: ${add.stderr.trim()})`;
   return undefined;
 }
 
@@ -63,6 +68,9 @@ export class Fleet {
         address: `198.18.${n}.2`,
       };
       const nsIf = `${this.tag}h${host.index}n`;
+      // Left over by an earlier run whose process died before destroy() (a reused pid): remove it first.
+      spawnSync("ip", ["link", "del", host.rootIf], { stdio: "ignore" });
+      spawnSync("ip", ["netns", "del", host.ns], { stdio: "ignore" });
       this.hosts.push(host);
       ip("netns", "add", host.ns);
       ip("link", "add", host.rootIf, "type", "veth", "peer", "name", nsIf);

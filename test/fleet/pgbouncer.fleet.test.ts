@@ -12,6 +12,7 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Skipq, silentLogger } from "../../src/index.js";
 import { type Bouncer, startBouncer } from "../chaos/bouncer.js";
 import { type ChaosQueue, enqueueChaos, recordResult, until } from "../chaos/harness.js";
 import { type DrainChild, type DrainChildReport, spawnDrainChild } from "./children.js";
@@ -167,6 +168,67 @@ describe("fleet through PgBouncer", () => {
       expect(report.errors).toEqual([]);
     } finally {
       await Promise.all(hogs.map((c) => c.end().catch(() => undefined)));
+    }
+  });
+
+  it("what a process is told at the pooler's limits: its startup options refused (08P01, with what to do), a busy server pool (query_wait_timeout), a full client table (max_client_conn)", async () => {
+    const q = await suite.queue("bouncer-limits");
+    const small = await startBouncer(suite.server.port, {
+      default_pool_size: 1,
+      max_db_connections: 1,
+      max_client_conn: 3,
+      query_wait_timeout: 1,
+    });
+    const clients: pg.Client[] = [];
+    const seen: Record<string, string> = {};
+    const failure = async (what: string, attempt: () => Promise<unknown>) => {
+      const error = await attempt().then(
+        () => undefined,
+        (e: unknown) => e as { code?: string; message: string },
+      );
+      seen[what] = `${error?.code ?? "no code"}: ${error?.message}`;
+      return error;
+    };
+    try {
+      // 1. skipq's default session settings through PgBouncer 1.18.
+      const withOptions = new Skipq({ connectionString: small.url, schema: q.schema, logger: silentLogger });
+      const refused = await failure("options", () => withOptions.pool.query("SELECT 1"));
+      await withOptions.close();
+      expect(refused?.code).toBe("08P01");
+      expect(refused?.message).toMatch(/unsupported startup parameter: options .*sessionSettings: false/);
+      // 2. The one server connection held by an open transaction: the next query waits, then fails.
+      const holder = new pg.Client({ connectionString: small.url });
+      holder.on("error", () => undefined);
+      await holder.connect();
+      clients.push(holder);
+      await holder.query("BEGIN");
+      await holder.query("SELECT 1");
+      const waiter = new pg.Client({ connectionString: small.url });
+      waiter.on("error", () => undefined);
+      await waiter.connect();
+      clients.push(waiter);
+      const waited = await failure("query_wait_timeout", () => waiter.query("SELECT 1"));
+      expect(waited?.message).toMatch(/query_wait_timeout/);
+      // 3. max_client_conn = 3 (PgBouncer closed the waiter above): clients beyond the third are turned away.
+      let turnedAway: { code?: string; message: string } | undefined;
+      for (let i = 0; i < 4 && !turnedAway; i++) {
+        const c = new pg.Client({ connectionString: small.url });
+        c.on("error", () => undefined);
+        clients.push(c);
+        turnedAway = await failure("max_client_conn", () => c.connect());
+      }
+      expect(turnedAway?.message).toMatch(/max_client_conn/);
+      recordResult({
+        row: "N6",
+        title: "fleet: what a process is told at PgBouncer's limits (1.18, transaction mode)",
+        config: "default_pool_size 1, max_client_conn 3, query_wait_timeout 1 s",
+        lost: 0,
+        duplicates: 0,
+        other: `startup options refused: ${seen.options}; server pool busy past query_wait_timeout: ${seen.query_wait_timeout}; client table full: ${seen.max_client_conn}`,
+      });
+    } finally {
+      await Promise.all(clients.map((c) => c.end().catch(() => undefined)));
+      await small.stop();
     }
   });
 });
