@@ -6,6 +6,7 @@
  * Invariant: every argument is validated before any SQL is sent (enqueue.ts).
  */
 import type pg from "pg";
+import { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { JobStore } from "../db/jobStore.js";
 import { type MigrateResult, migrate } from "../db/migrate.js";
 import { createPool } from "../db/pool.js";
@@ -105,7 +106,13 @@ export class Skipq {
     this.store = new Store(schema, this.pool, { prepared: this.preparedStatements });
     this.jobs = new JobStore(this.store);
     this.notifier = new Notifier((queues) => this.jobs.notifyCommitted(queues), this.logger);
-    this.enqueuer = new Enqueuer(this.jobs, this.pool, this.notifier, this.maxPayloadBytes);
+    this.enqueuer = new Enqueuer(
+      this.jobs,
+      new JobFeatureStore(this.store),
+      this.pool,
+      this.notifier,
+      this.maxPayloadBytes,
+    );
   }
 
   /**
