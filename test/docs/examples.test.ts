@@ -57,3 +57,9 @@ test("examples/job-results.ts stores results and progress, waits for jobs and ti
   expect(out).toContain("timed out: SKIPQ_WAIT_TIMEOUT, job still pending");
   expect(out).toContain('getJob: result {"thumbnails":["dog.png@32.webp"]}, progress {"done":1,"total":1}');
 });
+
+test("examples/unique-debounce.ts keeps one job per unique key and runs a debounced burst once with the last payload", async () => {
+  const out = await runExample("examples/unique-debounce.ts");
+  expect(out).toContain("unique: same job true (created false); other customer created true");
+  expect(out).toContain("debounce: ran 1 time(s), with edits 6");
+});
