@@ -11,6 +11,8 @@ export { type PrismaLike, prismaQueryable } from "./adapters/prisma.js";
 export { type BackoffOptions, backoffBaseMs, backoffMs, defaultBackoff } from "./core/backoff.js";
 export {
   type BulkItem,
+  type EnqueueCall,
+  type EnqueueMiddleware,
   type EnqueueOptions,
   type EnqueueResult,
   type FinishedStatus,
@@ -142,6 +144,7 @@ export {
   type Outcome,
   Worker,
   type WorkerEvents,
+  type WorkerMiddleware,
   type WorkerOptions,
   type WorkerStats,
 } from "./worker/worker.js";

@@ -18,15 +18,18 @@ import { enqueueSpan } from "../ops/telemetry.js";
 import { Worker, type WorkerOptions } from "../worker/worker.js";
 import { copyJobs } from "./copy.js";
 import { type BulkItem, type EnqueueOptions, type EnqueueResult, Enqueuer, type JobRef } from "./enqueue.js";
+import { EnqueueInterceptor, type EnqueueMiddleware } from "./enqueueMiddleware.js";
 import { ValidationError } from "./errors.js";
 import type { PayloadOf } from "./job.js";
 import { defaultLogger, type Logger } from "./logger.js";
+import { assertMiddleware } from "./middleware.js";
 import { Notifier } from "./notifier.js";
 import { assertInt, type Duration, toMs } from "./validate.js";
 import { Waiter, type WaitOptions, type WaitResult } from "./waiter.js";
 
 export type { Queryable } from "../db/queryable.js";
 export type { BulkItem, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue.js";
+export type { EnqueueCall, EnqueueMiddleware } from "./enqueueMiddleware.js";
 export type { FinishedStatus, WaitOptions, WaitResult } from "./waiter.js";
 
 export interface SkipqOptions {
@@ -72,6 +75,7 @@ export class Skipq {
   /** @internal Wakes workers after enqueues that committed on skipq's own pool (coalesced NOTIFY). */
   readonly notifier: Notifier;
   private readonly enqueuer: Enqueuer;
+  private readonly interceptor = new EnqueueInterceptor();
   private readonly ownsPool: boolean;
   private readonly waitPollMs: number;
   private waiter: Waiter | undefined;
@@ -139,12 +143,14 @@ export class Skipq {
     payload: PayloadOf<J>,
     options: EnqueueOptions = {},
   ): Promise<EnqueueResult> {
-    return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
-      const row = await this.enqueuer.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
-      const result = await this.enqueuer.single(row);
-      span.setAttribute("messaging.message.id", result.id);
-      return result;
-    });
+    return this.interceptor.one(job, payload, options, "enqueue", (job, payload, options) =>
+      enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
+        const row = await this.enqueuer.prepare(job, payload, options, 0, traceHeaders);
+        const result = await this.enqueuer.single(row);
+        span.setAttribute("messaging.message.id", result.id);
+        return result;
+      }),
+    );
   }
 
   /** Enqueue one job inside the caller's transaction: it exists if and only if that transaction commits. */
@@ -154,12 +160,14 @@ export class Skipq {
     payload: PayloadOf<J>,
     options: EnqueueOptions = {},
   ): Promise<EnqueueResult> {
-    return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
-      const row = await this.enqueuer.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
-      const result = await this.enqueuer.insertOne(tx, row, true);
-      span.setAttribute("messaging.message.id", result.id);
-      return result;
-    });
+    return this.interceptor.one(job, payload, options, "enqueueTx", (job, payload, options) =>
+      enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
+        const row = await this.enqueuer.prepare(job, payload, options, 0, traceHeaders);
+        const result = await this.enqueuer.insertOne(tx, row, true);
+        span.setAttribute("messaging.message.id", result.id);
+        return result;
+      }),
+    );
   }
 
   /**
@@ -173,20 +181,36 @@ export class Skipq {
     items: ReadonlyArray<BulkItem>,
     options: { returning?: boolean } = {},
   ): Promise<EnqueueResult[] | { count: number }> {
-    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
-      const rows = await this.enqueuer.prepareMany(items, traceHeaders);
-      if (options.returning !== false) return this.enqueuer.many(rows);
-      const count = await copyJobs(this.pool, this.store.schema, rows);
-      for (const r of rows) if (r.runAt === null && r.delayMs === 0) this.notifier.nudge(r.queue);
-      return { count };
-    });
+    const insert = (items: ReadonlyArray<BulkItem>) =>
+      enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
+        const rows = await this.enqueuer.prepareMany(items, traceHeaders);
+        if (options.returning !== false) return this.enqueuer.many(rows);
+        const count = await copyJobs(this.pool, this.store.schema, rows);
+        for (const r of rows) if (r.runAt === null && r.delayMs === 0) this.notifier.nudge(r.queue);
+        return { count };
+      });
+    return this.interceptor.many(items, "enqueueMany", insert, (out, i) => (Array.isArray(out) ? out[i] : undefined));
   }
 
   /** `enqueueMany` inside the caller's transaction. */
   enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
-    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) =>
-      this.enqueuer.insertRows(tx, await this.enqueuer.prepareMany(items, traceHeaders), true),
-    );
+    const insert = (items: ReadonlyArray<BulkItem>) =>
+      enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) =>
+        this.enqueuer.insertRows(tx, await this.enqueuer.prepareMany(items, traceHeaders), true),
+      );
+    return this.interceptor.many(items, "enqueueManyTx", insert, (out, i) => out[i]);
+  }
+
+  /**
+   * Adds middleware around every enqueue of this client — `enqueue`, `enqueueTx`, `enqueueMany`,
+   * `enqueueManyTx`, and so `enqueueAndWait` — (docs/jobs.md, "Middleware"): `(call, next) => …` may change
+   * `call.payload` or `call.options` (headers, a tenant key) before `next()`, which validates and inserts the
+   * job and resolves with its `{ id, created }`. The first added is the outermost. Returns this.
+   */
+  useEnqueue(middleware: EnqueueMiddleware): this {
+    assertMiddleware("useEnqueue", middleware);
+    this.interceptor.middleware.push(middleware);
+    return this;
   }
 
   /**

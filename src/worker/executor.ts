@@ -18,9 +18,10 @@ import {
 } from "../core/errors.js";
 import { type JobDefinition, validatePayload } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
+import { runChain } from "../core/middleware.js";
 import { type Duration, encodeProgress, encodeResult } from "../core/validate.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
-import type { Handler, Job, JobContext, Outcome, Running, WorkerHooks } from "./types.js";
+import type { Handler, Job, JobContext, Outcome, Running, WorkerHooks, WorkerMiddleware } from "./types.js";
 
 export interface Registered {
   definition?: JobDefinition<unknown>;
@@ -29,6 +30,8 @@ export interface Registered {
 
 export interface ExecutorOptions {
   handlers: ReadonlyMap<string, Registered>;
+  /** worker.use(): around every handler, first registered outermost. */
+  middleware: ReadonlyArray<WorkerMiddleware>;
   held: Map<string, Running>;
   logger: Logger;
   jobTimeoutMs: number | undefined;
@@ -64,7 +67,21 @@ export class Executor {
       if (!entry) throw new UnknownKindError(job.kind, [...this.o.handlers.keys()]);
       const payload = await this.payloadFor(entry, job);
       const ctx = this.context(running, payload);
-      const handled = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
+      const handler = entry.handler as Handler;
+      const invoke = () => Promise.resolve().then(() => handler(payload, ctx));
+      // With middleware the result is still the handler's own value, whatever the chain resolves with.
+      let handlerValue: unknown;
+      const middleware = this.o.middleware;
+      const handled = inSpan(span, () =>
+        middleware.length === 0
+          ? invoke()
+          : runChain(middleware, ctx, () =>
+              invoke().then((v) => {
+                handlerValue = v;
+                return v;
+              }),
+            ),
+      );
       // A handler that rejects after we stopped waiting must never become an unhandled rejection.
       handled.catch(() => undefined);
       const limit = this.o.jobTimeoutMs;
@@ -83,6 +100,7 @@ export class Executor {
           }),
         ]);
       }
+      if (middleware.length > 0) value = handlerValue;
       // A result that cannot be stored fails this attempt like a thrown error (ResultTooLarge/NotJson).
       if (value !== undefined) result = encodeResult(value, this.o.maxResultBytes);
     } catch (error) {

@@ -65,6 +65,14 @@ export interface JobContext<P = unknown> {
  * A job's handler. What it resolves with (anything but `undefined`) is stored as the job's result
  * (docs/jobs.md, "Results"): plain JSON, at most the worker's `maxResultBytes`.
  */
+/**
+ * Worker middleware (`worker.use`, docs/jobs.md): runs around every handler of the worker, with the job's
+ * context; `next()` runs the rest of the chain and the handler, and resolves with the handler's return value
+ * (which is stored as the job's result whatever the middleware returns). Throwing fails the attempt like a
+ * handler's throw; returning without calling `next()` completes the job without running the handler.
+ */
+export type WorkerMiddleware = (ctx: JobContext, next: () => Promise<unknown>) => unknown | Promise<unknown>;
+
 export type Handler<P = unknown> = (payload: P, ctx: JobContext<P>) => unknown | Promise<unknown>;
 
 export interface WorkerOptions {

@@ -16,6 +16,7 @@ import type pg from "pg";
 import { SkipqError } from "../core/errors.js";
 import type { JobDefinition, PayloadOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
+import { assertMiddleware } from "../core/middleware.js";
 import { defaultErrorRedactor } from "../core/secrets.js";
 import { assertKey, assertName, type Duration } from "../core/validate.js";
 import { isUnavailable } from "../db/connectionErrors.js";
@@ -33,7 +34,7 @@ import { Leases } from "./leases.js";
 import { Listener } from "./listener.js";
 import { Presence } from "./presence.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
-import type { Handler, Job, Running, WorkerEvents, WorkerOptions, WorkerStats } from "./types.js";
+import type { Handler, Job, Running, WorkerEvents, WorkerMiddleware, WorkerOptions, WorkerStats } from "./types.js";
 import { backoffWait, delay } from "./wakeup.js";
 
 export type {
@@ -44,6 +45,7 @@ export type {
   Outcome,
   WorkerEvents,
   WorkerHooks,
+  WorkerMiddleware,
   WorkerOptions,
   WorkerStats,
 } from "./types.js";
@@ -74,6 +76,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly settings: WorkerSettings;
   private readonly store: Store;
   private readonly handlers = new Map<string, Registered>();
+  private readonly middleware: WorkerMiddleware[] = [];
   /** Every job whose lease this worker holds: running, or waiting in the fetcher's buffer. */
   private readonly held = new Map<string, Running>();
   private readonly fetcher: Fetcher;
@@ -147,6 +150,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     });
     const executor = new Executor({
       handlers: this.handlers,
+      middleware: this.middleware,
       held: this.held,
       logger: this.logger,
       jobTimeoutMs: s.jobTimeoutMs,
@@ -248,6 +252,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
       kind,
       definition ? { definition, handler: handler as Handler<never> } : { handler: handler as Handler<never> },
     );
+    return this;
+  }
+
+  /**
+   * Adds middleware around every handler of this worker (docs/jobs.md, "Middleware"): tracing, tenant
+   * context, auditing. The first added is the outermost. Returns this, for chaining.
+   */
+  use(middleware: WorkerMiddleware): this {
+    assertMiddleware("worker.use", middleware);
+    this.middleware.push(middleware);
     return this;
   }
 
