@@ -83,4 +83,13 @@ export class JobFeatureStore {
     );
     return rows[0] as { id: string; created: boolean; due: boolean };
   }
+
+  /** Appends attempt log entries (JSON texts) to the jobs still held under these leases. */
+  async appendAttemptLogs(logs: ReadonlyArray<{ id: string; lease: string; entry: string }>): Promise<void> {
+    await this.store.query(this.sql.jobAppendAttemptLogs, [
+      logs.map((l) => l.id),
+      logs.map((l) => l.lease),
+      logs.map((l) => l.entry),
+    ]);
+  }
 }

@@ -19,8 +19,10 @@ import {
 import { type JobDefinition, validatePayload } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { runChain } from "../core/middleware.js";
+import type { ErrorRedactor } from "../core/secrets.js";
 import { type Duration, encodeProgress, encodeResult } from "../core/validate.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
+import { attemptLogger } from "./attemptLog.js";
 import type { Handler, Job, JobContext, Outcome, Running, WorkerHooks, WorkerMiddleware } from "./types.js";
 
 export interface Registered {
@@ -35,6 +37,10 @@ export interface ExecutorOptions {
   held: Map<string, Running>;
   logger: Logger;
   jobTimeoutMs: number | undefined;
+  /** ctx.log lines kept per attempt (0: none). */
+  attemptLogLines: number;
+  /** Applied to every string of a kept ctx.log line. */
+  redactError: ErrorRedactor;
   /** Largest result a handler may return, encoded, in bytes. */
   maxResultBytes: number;
   hooks: WorkerHooks | undefined;
@@ -139,6 +145,8 @@ export class Executor {
   private context(running: Running, payload: unknown): JobContext {
     const { job, controller } = running;
     const logger = this.o.logger;
+    const maxLines = this.o.attemptLogLines;
+    const redact = this.o.redactError;
     let log: Logger | undefined;
     // A payload its schema transformed replaces the claimed one on the job itself (no copy per job).
     if (payload !== job.payload) job.payload = payload;
@@ -154,7 +162,15 @@ export class Executor {
       pauseKey: (until, key) => this.o.pauseKey(job, until, key),
       progress: async (value) => this.o.progress(running, value, encodeProgress(value)),
       get log() {
-        log ??= childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
+        if (log) return log;
+        if (maxLines === 0) {
+          log = childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
+          return log;
+        }
+        // The attempt started when its handler did (running.startedAt is on the performance clock).
+        const startedAt = new Date(Date.now() - (performance.now() - running.startedAt)).toISOString();
+        running.attemptLines = { startedAt, lines: [], dropped: 0 };
+        log = attemptLogger(logger, job, running.attemptLines, maxLines, redact);
         return log;
       },
     };

@@ -43,6 +43,11 @@ export interface JobContext<P = unknown> {
   signal: AbortSignal;
   /** Extends this job's lease now (it is also extended automatically). Resolves false when the lease is lost. */
   heartbeat(): Promise<boolean>;
+  /**
+   * A logger bound to this job (pino-style: `ctx.log.info({ rows }, "imported")`). It writes to the worker's
+   * logger, and its info, warn and error lines are also kept with this attempt and stored with the job
+   * (`skipq job <id>`, the dashboard, `getJob(id).attempt_logs`; see the worker's `attemptLogLines`).
+   */
   log: Logger;
   /**
    * Pauses a concurrency key of this job's queue until a time (a Date, compared
@@ -133,6 +138,12 @@ export interface WorkerOptions {
   /** Most outcomes recorded per statement. Default 2000. */
   outcomeBatchSize?: number;
   /**
+   * Lines of `ctx.log` (info, warn, error) kept per attempt and stored with the job (docs/jobs.md, "Attempt
+   * logs"); a job keeps its 10 most recent attempts' lines. 0 keeps none (ctx.log then only writes to the
+   * worker's logger). Default 100.
+   */
+  attemptLogLines?: number;
+  /**
    * Longest time a `ctx.progress()` value waits before it is written (with a heartbeat of the jobs that
    * have one). Default "1s".
    */
@@ -210,6 +221,15 @@ export interface Running {
   progress?: string;
   /** `progress` is not written yet. */
   progressDirty?: boolean;
+  /** The attempt's `ctx.log` lines (set once the handler reads `ctx.log`), stored with its outcome. */
+  attemptLines?: AttemptLines;
+}
+
+/** The `ctx.log` lines of one attempt, before its outcome is known (see attemptLog.ts). */
+export interface AttemptLines {
+  startedAt: string;
+  lines: Array<Record<string, unknown>>;
+  dropped: number;
 }
 
 export interface WorkerStats {

@@ -109,6 +109,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.store = host.store.withPool(pool);
     const jobs = new JobStore(this.store);
     const warn = (context: string) => (error: unknown) => this.emit("warning", error, context);
+    const redactError =
+      options.redactError === false ? (text: string) => text : (options.redactError ?? defaultErrorRedactor);
 
     this.claimer = new Claimer({
       jobs,
@@ -131,7 +133,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       stopped: () => this.state === "stopped",
       onStale: (ids) => this.emit("staleOutcome", ids),
       onWarning: warn("outcome"),
-      redactError: options.redactError === false ? (text) => text : (options.redactError ?? defaultErrorRedactor),
+      redactError,
+      workerId: s.id,
       // Under limits a slot is free only once its outcome is recorded, and a full backlog blocks claims
       // until written: claim again now, not at the next poll.
       onFlushed: () => this.fetcher.wakeup.wake(),
@@ -163,6 +166,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       settleProgress: (running) => this.leases.settleProgress(running),
       pauseKey: (job, until, key) => this.pauseKey(job, until, key),
       maxResultBytes: s.maxResultBytes,
+      attemptLogLines: s.attemptLogLines,
+      redactError,
       record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),
       onStart: (job) => this.emit("jobStart", job),
       onEnd: (job, outcome, durationMs, error) => {

@@ -13,6 +13,9 @@ import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
 import { HISTORY_COLUMNS, historyValues } from "./jobs.js";
 
+/** How many attempts' logs a job keeps (the most recent); see src/worker/attemptLog.ts. */
+const MAX_ATTEMPT_LOGS = 10;
+
 export function jobFeatureStatements(names: Schema) {
   const schema = names.sql;
   const jobs = `${schema}.jobs`;
@@ -52,6 +55,21 @@ export function jobFeatureStatements(names: Schema) {
          FROM unnest($1::bigint[], $2::bigint[], $4::text[]) AS d(id, lease, progress)
         WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
        RETURNING j.id`,
+
+      /**
+       * Appends one attempt's log entry ($3, JSON text) to each job of $1 whose lease is $2, keeping the job's
+       * ${MAX_ATTEMPT_LOGS} most recent entries, oldest first. Run by the completer just before the same jobs'
+       * outcomes, so a finishing job takes its logs to history.
+       */
+      jobAppendAttemptLogs: `UPDATE ${jobs} AS j
+          SET attempt_logs = (
+                SELECT jsonb_agg(e.value ORDER BY e.n)
+                  FROM (SELECT value, n
+                          FROM jsonb_array_elements(COALESCE(j.attempt_logs, '[]'::jsonb) || jsonb_build_array(d.entry::jsonb))
+                               WITH ORDINALITY AS x(value, n)
+                         ORDER BY n DESC LIMIT ${MAX_ATTEMPT_LOGS}) e)
+         FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS d(id, lease, entry)
+        WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease`,
 
       /**
        * waitFor: marks live job $1 so the trigger of migration 0012 announces its finish on the done channel;

@@ -16,7 +16,8 @@ import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger, type Logger } from "../../core/logger.js";
 import { assertInt, type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
 import { Admin } from "../admin.js";
-import { JOB_STATUSES, type JobStatus } from "../adminTypes.js";
+import { type AttemptLog, JOB_STATUSES, type JobRow, type JobStatus } from "../adminTypes.js";
+import { attemptLogText } from "../attemptLogs.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
 import {
@@ -335,6 +336,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             error: redactError(job.last_error, job),
             result: result === null ? null : result.slice(0, MAX_PAYLOAD_CHARS),
             progress: job.progress === null ? null : JSON.stringify(job.progress),
+            attemptLogs: attemptLogsShown(job, redact, redactError),
           }),
         );
       }
@@ -564,6 +566,22 @@ function shownJson(redacted: () => unknown, field: "payload" | "headers" | "resu
     if (!(error instanceof RangeError)) throw error;
     return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
   }
+}
+
+/** A job's attempt logs as text, each line redacted like a payload and each error like last_error. */
+function attemptLogsShown(
+  job: JobRow,
+  redact: Redactor,
+  redactError: (text: string | null, job: JobRow) => string | null,
+): string[] {
+  return (job.attempt_logs ?? []).map((log) => {
+    try {
+      const lines = redact(log.lines, { field: "logs", job }) as AttemptLog["lines"];
+      return attemptLogText({ ...log, lines, error: redactError(log.error, job) });
+    } catch {
+      return `attempt ${log.attempt}: (its log cannot be shown here; read attempt_logs with SQL)`;
+    }
+  });
 }
 
 function param(url: URL, name: string): string {
