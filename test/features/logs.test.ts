@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, type AttemptLog, defineJob, type Worker, type WorkerOptions } from "../../src/index.js";
 import { skipq as cli } from "../cli/run.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, type TestQueue, testQueue, untilFinished } from "../helpers.js";
 
 let t: TestQueue;
 let admin: Admin;
@@ -27,12 +27,7 @@ function worker(queue: string, options: WorkerOptions = {}): Worker {
   return w;
 }
 
-async function finished(id: string) {
-  return until(`job ${id} finished`, async () => {
-    const job = await admin.getJob(id);
-    return job && ["completed", "dead", "cancelled"].includes(job.status) ? job : undefined;
-  });
-}
+const finished = (id: string) => untilFinished(t.skipq, id);
 
 const importCsv = defineJob<{ file: string; apiKey?: string; lines?: number; fail?: number }>("import-csv");
 

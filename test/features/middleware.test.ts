@@ -6,8 +6,8 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { Admin, defineJob, Skipq, silentLogger, type Worker } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { defineJob, Skipq, silentLogger, type Worker } from "../../src/index.js";
+import { DATABASE_URL, type TestQueue, testQueue, untilFinished } from "../helpers.js";
 
 let t: TestQueue;
 const workers: Worker[] = [];
@@ -34,12 +34,7 @@ function worker(queue: string): Worker {
   return w;
 }
 
-async function finished(id: string) {
-  return until(`job ${id} finished`, async () => {
-    const job = await new Admin(t.skipq).getJob(id);
-    return job && ["completed", "dead", "cancelled"].includes(job.status) ? job : undefined;
-  });
-}
+const finished = (id: string) => untilFinished(t.skipq, id);
 
 const add = defineJob<{ a: number; b: number }>("add");
 

@@ -9,7 +9,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, defineJob, Skipq, silentLogger, WaitTimeoutError, type Worker } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, gate, type TestQueue, testQueue, until } from "../helpers.js";
 import { startWorkerProcesses } from "../processes.js";
 
 let t: TestQueue;
@@ -47,14 +47,6 @@ function worker(queue: string, gate?: Promise<void>): Worker {
   });
   workers.push(w);
   return w;
-}
-
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open = () => {};
-  const promise = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { promise, open };
 }
 
 test("waitFor resolves with the result once the job completes, woken by the finishing statement", async () => {
