@@ -237,6 +237,7 @@ export class Skipq {
     options: EnqueueOptions & WaitOptions = {},
   ): Promise<WaitResult<R>> {
     const { timeout, signal, ...enqueueOptions } = options;
+    if (signal?.aborted) throw signal.reason;
     const waitOptions: WaitOptions = {};
     if (timeout !== undefined) waitOptions.timeout = timeout;
     if (signal !== undefined) waitOptions.signal = signal;

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { defaultUniqueKey } from "../../src/core/enqueue.js";
-import { Admin, Pruner, Skipq, silentLogger } from "../../src/index.js";
+import { Admin, Pruner, Scheduler, Skipq, silentLogger } from "../../src/index.js";
 import { DATABASE_URL, finishJobs, type TestQueue, testQueue } from "../helpers.js";
 
 let t: TestQueue;
@@ -153,4 +153,14 @@ test("retention deletes windows that ended, and keeps open ones", async () => {
   await new Pruner(t.skipq).runOnce();
   const { rows } = await t.db.query(`SELECT key FROM "${t.schema}".job_unique WHERE queue = 'u8' ORDER BY key`);
   expect(rows).toEqual([{ key: "open" }]);
+});
+
+test("cron schedules refuse unique and debounce (each tick is enqueued once already)", () => {
+  const scheduler = new Scheduler(t.skipq);
+  expect(() => scheduler.add("* * * * *", "tick", {}, { unique: { period: "1h" } } as never)).toThrow(
+    /no unique or debounce/,
+  );
+  expect(() => scheduler.add("* * * * *", "tock", {}, { debounce: { delay: "1s" } } as never)).toThrow(
+    /no unique or debounce/,
+  );
 });
