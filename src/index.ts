@@ -13,6 +13,8 @@ export {
   type BatchResult,
   type BatchStatus,
   type BulkItem,
+  type EnqueueCall,
+  type EnqueueMiddleware,
   type EnqueueOptions,
   type EnqueueResult,
   type FinishedStatus,
@@ -155,6 +157,7 @@ export {
   type ParentOutcome,
   Worker,
   type WorkerEvents,
+  type WorkerMiddleware,
   type WorkerOptions,
   type WorkerStats,
 } from "./worker/worker.js";

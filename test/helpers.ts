@@ -6,9 +6,11 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import pg from "pg";
-import { Skipq, type SkipqOptions, silentLogger } from "../src/index.js";
+import { Admin, type JobRow, Skipq, type SkipqOptions, silentLogger } from "../src/index.js";
 
-export { until } from "./until.js";
+import { until } from "./until.js";
+
+export { until };
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? "";
 if (!DATABASE_URL)
@@ -135,4 +137,22 @@ export async function insertHistory(
 export async function clearJobs(db: pg.Pool, schema: string): Promise<void> {
   const s = `"${schema}"`;
   await db.query(`DELETE FROM ${s}.jobs; DELETE FROM ${s}.job_history; DELETE FROM ${s}.job_keys`);
+}
+
+/** Polls until job `id` is completed, dead or cancelled; resolves with its row. */
+export function untilFinished(skipq: Skipq, id: string): Promise<JobRow> {
+  const admin = new Admin(skipq);
+  return until(`job ${id} finished`, async () => {
+    const job = await admin.getJob(id);
+    return job && ["completed", "dead", "cancelled"].includes(job.status) ? job : undefined;
+  });
+}
+
+/** A promise a test opens when it chooses (a handler awaits it to stay running meanwhile). */
+export function gate(): { promise: Promise<void>; open: () => void } {
+  let open = () => {};
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
 }

@@ -6,6 +6,7 @@
  * Invariant: every argument is validated before any SQL is sent (enqueue.ts).
  */
 import type pg from "pg";
+import { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { JobStore } from "../db/jobStore.js";
 import { type MigrateResult, migrate } from "../db/migrate.js";
 import { createPool, type ResolvedSettings, resolveSessionSettings, type SessionSettings } from "../db/pool.js";
@@ -18,9 +19,11 @@ import { enqueueSpan } from "../ops/telemetry.js";
 import { Worker, type WorkerOptions } from "../worker/worker.js";
 import { copyJobs } from "./copy.js";
 import { type BulkItem, type EnqueueOptions, type EnqueueResult, Enqueuer, type JobRef } from "./enqueue.js";
+import { EnqueueInterceptor, type EnqueueMiddleware } from "./enqueueMiddleware.js";
 import { SkipqError, ValidationError } from "./errors.js";
 import type { PayloadOf } from "./job.js";
 import { defaultLogger, type Logger } from "./logger.js";
+import { assertMiddleware } from "./middleware.js";
 import { Notifier } from "./notifier.js";
 import { assertInt, type Duration, toMs } from "./validate.js";
 import { Waiter, type WaitOptions, type WaitResult } from "./waiter.js";
@@ -28,6 +31,7 @@ import { type BatchOptions, batchItems } from "./workflow.js";
 
 export type { Queryable } from "../db/queryable.js";
 export type { BulkItem, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue.js";
+export type { EnqueueCall, EnqueueMiddleware } from "./enqueueMiddleware.js";
 export type { FinishedStatus, WaitOptions, WaitResult } from "./waiter.js";
 
 /** What `batch` enqueued. */
@@ -111,6 +115,7 @@ export class Skipq {
   readonly notifier: Notifier;
   /** @internal Validates and inserts jobs (workers use it for ctx.spawn). */
   readonly enqueuer: Enqueuer;
+  private readonly interceptor = new EnqueueInterceptor();
   private readonly ownsPool: boolean;
   private readonly waitPollMs: number;
   private waiter: Waiter | undefined;
@@ -148,7 +153,13 @@ export class Skipq {
     this.store = new Store(schema, this.pool, { prepared: this.preparedStatements });
     this.jobs = new JobStore(this.store);
     this.notifier = new Notifier((queues) => this.jobs.notifyCommitted(queues), this.logger);
-    this.enqueuer = new Enqueuer(this.jobs, this.pool, this.notifier, this.maxPayloadBytes);
+    this.enqueuer = new Enqueuer(
+      this.jobs,
+      new JobFeatureStore(this.store),
+      this.pool,
+      this.notifier,
+      this.maxPayloadBytes,
+    );
   }
 
   /**
@@ -175,15 +186,17 @@ export class Skipq {
     payload: PayloadOf<J>,
     options: EnqueueOptions = {},
   ): Promise<EnqueueResult> {
-    return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
-      const row = await this.enqueuer.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
-      const result =
-        row.parents === null
-          ? await this.enqueuer.single(row)
-          : ((await this.enqueuer.withParents(this.pool, [row], false))[0] as EnqueueResult);
-      span.setAttribute("messaging.message.id", result.id);
-      return result;
-    });
+    return this.interceptor.one(job, payload, options, "enqueue", (job, payload, options) =>
+      enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
+        const row = await this.enqueuer.prepare(job, payload, options, 0, traceHeaders);
+        const result =
+          row.parents === null
+            ? await this.enqueuer.single(row)
+            : ((await this.enqueuer.withParents(this.pool, [row], false))[0] as EnqueueResult);
+        span.setAttribute("messaging.message.id", result.id);
+        return result;
+      }),
+    );
   }
 
   /** Enqueue one job inside the caller's transaction: it exists if and only if that transaction commits. */
@@ -193,15 +206,17 @@ export class Skipq {
     payload: PayloadOf<J>,
     options: EnqueueOptions = {},
   ): Promise<EnqueueResult> {
-    return enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
-      const row = await this.enqueuer.prepare(job as JobRef<unknown>, payload, options, 0, traceHeaders);
-      const result =
-        row.parents === null
-          ? await this.enqueuer.insertOne(tx, row, true)
-          : ((await this.enqueuer.withParents(tx, [row], true))[0] as EnqueueResult);
-      span.setAttribute("messaging.message.id", result.id);
-      return result;
-    });
+    return this.interceptor.one(job, payload, options, "enqueueTx", (job, payload, options) =>
+      enqueueSpan(options.queue, 1, async (span, traceHeaders) => {
+        const row = await this.enqueuer.prepare(job, payload, options, 0, traceHeaders);
+        const result =
+          row.parents === null
+            ? await this.enqueuer.insertOne(tx, row, true)
+            : ((await this.enqueuer.withParents(tx, [row], true))[0] as EnqueueResult);
+        span.setAttribute("messaging.message.id", result.id);
+        return result;
+      }),
+    );
   }
 
   /**
@@ -215,23 +230,27 @@ export class Skipq {
     items: ReadonlyArray<BulkItem>,
     options: { returning?: boolean } = {},
   ): Promise<EnqueueResult[] | { count: number }> {
-    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
-      const rows = await this.enqueuer.prepareMany(items, traceHeaders);
-      if (options.returning !== false) return this.enqueuer.many(rows);
-      const count = await copyJobs(this.pool, this.store.schema, rows);
-      for (const r of rows) if (r.runAt === null && r.delayMs === 0) this.notifier.nudge(r.queue);
-      return { count };
-    });
+    const insert = (items: ReadonlyArray<BulkItem>) =>
+      enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
+        const rows = await this.enqueuer.prepareMany(items, traceHeaders);
+        if (options.returning !== false) return this.enqueuer.many(rows);
+        const count = await copyJobs(this.pool, this.store.schema, rows);
+        for (const r of rows) if (r.runAt === null && r.delayMs === 0) this.notifier.nudge(r.queue);
+        return { count };
+      });
+    return this.interceptor.many(items, "enqueueMany", insert, (out, i) => (Array.isArray(out) ? out[i] : undefined));
   }
 
   /** `enqueueMany` inside the caller's transaction. */
   enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
-    return enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
-      const rows = await this.enqueuer.prepareMany(items, traceHeaders);
-      return rows.some((r) => r.parents !== null)
-        ? this.enqueuer.withParents(tx, rows, true)
-        : this.enqueuer.insertRows(tx, rows, true);
-    });
+    const insert = (items: ReadonlyArray<BulkItem>) =>
+      enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
+        const rows = await this.enqueuer.prepareMany(items, traceHeaders);
+        return rows.some((r) => r.parents !== null)
+          ? this.enqueuer.withParents(tx, rows, true)
+          : this.enqueuer.insertRows(tx, rows, true);
+      });
+    return this.interceptor.many(items, "enqueueManyTx", insert, (out, i) => out[i]);
   }
 
   /**
@@ -281,6 +300,18 @@ export class Skipq {
   }
 
   /**
+   * Adds middleware around every enqueue of this client — `enqueue`, `enqueueTx`, `enqueueMany`,
+   * `enqueueManyTx`, and so `enqueueAndWait` — (docs/jobs.md, "Middleware"): `(call, next) => …` may change
+   * `call.payload` or `call.options` (headers, a tenant key) before `next()`, which validates and inserts the
+   * job and resolves with its `{ id, created }`. The first added is the outermost. Returns this.
+   */
+  useEnqueue(middleware: EnqueueMiddleware): this {
+    assertMiddleware("useEnqueue", middleware);
+    this.interceptor.middleware.push(middleware);
+    return this;
+  }
+
+  /**
    * Resolves with `{ status, result, error }` once job `id` is completed, dead or cancelled — at once when it
    * already is. Woken by a notification from the statement that finishes the job, with polling as the
    * fallback. Rejects with WaitTimeoutError after `timeout` (the job is not touched), with the signal's
@@ -304,6 +335,7 @@ export class Skipq {
     options: EnqueueOptions & WaitOptions = {},
   ): Promise<WaitResult<R>> {
     const { timeout, signal, ...enqueueOptions } = options;
+    if (signal?.aborted) throw signal.reason;
     const waitOptions: WaitOptions = {};
     if (timeout !== undefined) waitOptions.timeout = timeout;
     if (signal !== undefined) waitOptions.signal = signal;

@@ -9,7 +9,9 @@
  * in input order; a row whose idempotency key exists returns the existing job
  * with `created: false` and inserts nothing.
  */
+import { createHash } from "node:crypto";
 import type pg from "pg";
+import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { InsertRow, JobStore } from "../db/jobStore.js";
 import type { Queryable } from "../db/queryable.js";
 import { withTransaction } from "../db/transaction.js";
@@ -64,12 +66,30 @@ export interface EnqueueOptions {
    * retried by hand and completes. Only with dependsOn. Default "cancel".
    */
   onParentFailure?: ParentFailurePolicy;
+  /**
+   * A uniqueness window (docs/jobs.md): at most one job per `key` (in this queue) per `period`; an enqueue
+   * while a job holds the key returns that job with `created: false`. `key` defaults to a hash of kind,
+   * queue and payload. `states`: "all" (default) counts the holder whatever its state; "live" only while it
+   * is pending or running, so a new job may start as soon as it finished. Not with `idempotencyKey` or
+   * `debounce`; not in `enqueueMany`.
+   */
+  unique?: { key?: string; period: Duration; states?: "all" | "live" };
+  /**
+   * Debounce (docs/jobs.md): while a job with `key` (in this queue) is still pending, an enqueue replaces
+   * its payload and options and moves it to run `delay` from now (`created: false`); once it is running, an
+   * enqueue starts a new pending job. `key` defaults to the kind. Not with `runAt`, `delay`,
+   * `idempotencyKey` or `unique`; not in `enqueueMany`.
+   */
+  debounce?: { key?: string; delay: Duration };
 }
 
 export interface EnqueueResult {
   /** The job's id (a bigint, as a string). */
   id: string;
-  /** False when an existing job with the same idempotency key was returned instead. */
+  /**
+   * False when an existing job was returned instead: one with the same idempotency key, or the holder of a
+   * uniqueness window, or the debounced job this call updated.
+   */
   created: boolean;
 }
 
@@ -96,6 +116,7 @@ export class Enqueuer {
 
   constructor(
     private readonly jobs: JobStore,
+    private readonly features: JobFeatureStore,
     private readonly pool: pg.Pool,
     private readonly notifier: Notifier,
     private readonly maxPayloadBytes: number,
@@ -103,6 +124,8 @@ export class Enqueuer {
 
   /** One job on skipq's pool; concurrent calls share statements (a lone call goes at once). */
   single(row: InsertRow): Promise<EnqueueResult> {
+    // Unique and debounced jobs have statements of their own, never shared with other enqueues.
+    if (row.unique || row.debounce) return this.insertOne(this.pool, row, false);
     return new Promise<EnqueueResult>((resolve, reject) => {
       this.singles.push({ row, resolve, reject });
       this.sendSingles();
@@ -154,6 +177,7 @@ export class Enqueuer {
    * otherwise the row commits here and the notifier wakes workers after.
    */
   async insertOne(db: Queryable, row: InsertRow, inTx: boolean): Promise<EnqueueResult> {
+    if (row.unique || row.debounce) return this.insertFeatured(db, row, inTx);
     const inserted = await this.jobs.insertOne(db, row, inTx);
     if (inserted) {
       if (!inTx && inserted.due) this.notifier.nudge(row.queue);
@@ -173,6 +197,24 @@ export class Enqueuer {
     const insert = (tx: Queryable) =>
       insertWithParents(this.jobs, tx, rows, (d, plain) => this.insertRows(d, plain, true), BULK_CHUNK);
     return inTx ? insert(db) : withTransaction(this.pool, insert);
+  }
+
+  /** A unique or debounced job (docs/jobs.md): inserted, or the job holding its key returned. */
+  private async insertFeatured(db: Queryable, row: InsertRow, inTx: boolean): Promise<EnqueueResult> {
+    const inserted: { id: string; created?: boolean; due: boolean } | null = row.debounce
+      ? await this.features.insertDebounced(db, row)
+      : await this.features.insertUnique(db, row);
+    if (inserted) {
+      if (inserted.due) {
+        if (inTx) await this.jobs.notify(db, [row.queue]);
+        else this.notifier.nudge(row.queue);
+      }
+      return { id: inserted.id, created: inserted.created ?? true };
+    }
+    const holder = await this.features.findUnique(db, row.queue, (row.unique as { key: string }).key);
+    // The holder's window was deleted between the two statements (expired and pruned): try once more.
+    if (holder === undefined) return this.insertFeatured(db, row, inTx);
+    return { id: holder, created: false };
   }
 
   /** Many rows on skipq's pool: one transaction when they span several chunks. */
@@ -212,6 +254,10 @@ export class Enqueuer {
     const rows: InsertRow[] = new Array(items.length);
     for (let i = 0; i < items.length; i++) {
       const item = items[i] as BulkItem;
+      if (item?.unique !== undefined || item?.debounce !== undefined)
+        throw new ValidationError(
+          `item ${i}: unique and debounce are for enqueue and enqueueTx (each needs its own statement), not enqueueMany`,
+        );
       rows[i] = await this.prepare(item.job, item.payload, item, i, traceHeaders, items.length);
     }
     return rows;
@@ -249,7 +295,7 @@ export class Enqueuer {
     const traced = withTraceContext(options.headers, traceHeaders);
     const headers = traced === options.headers || traced === undefined ? own : encodeHeaders(traced);
     const concurrencyKey = options.concurrencyKey === undefined ? null : assertKey(options.concurrencyKey);
-    return {
+    const row: InsertRow = {
       i,
       queue,
       kind: def.kind,
@@ -263,7 +309,70 @@ export class Enqueuer {
       concurrencyKey,
       parents: parentRefs(options, i, items),
     };
+    if (options.unique !== undefined || options.debounce !== undefined) addKeyedOptions(row, options, value);
+    return row;
   }
+}
+
+/** Validates `unique` or `debounce` (docs/jobs.md) and adds it to `row`. */
+function addKeyedOptions(row: InsertRow, options: EnqueueOptions, payload: unknown): void {
+  const { unique, debounce } = options;
+  if (unique !== undefined && debounce !== undefined)
+    throw new ValidationError("pass either unique or debounce, not both");
+  if (row.key !== null)
+    throw new ValidationError(
+      `pass either idempotencyKey or ${unique !== undefined ? "unique" : "debounce"}, not both (they keep different keys: docs/jobs.md)`,
+    );
+  if (options.dependsOn !== undefined)
+    throw new ValidationError(
+      `${unique !== undefined ? "unique" : "debounce"} cannot be combined with dependsOn: a waiting job is released by its parents, not by its key`,
+    );
+  if (unique !== undefined) {
+    if (typeof unique !== "object" || unique === null)
+      throw new ValidationError('unique must be an object like { period: "1h" } or { key: "report-42", period: "1h" }');
+    const states = unique.states ?? "all";
+    if (states !== "all" && states !== "live")
+      throw new ValidationError(`unique.states must be "all" or "live", got ${JSON.stringify(unique.states)}`);
+    row.unique = {
+      key:
+        unique.key === undefined ? defaultUniqueKey(row.kind, row.queue, payload) : assertKey(unique.key, "unique.key"),
+      periodMs: toMs("unique.period", unique.period, { allowZero: false }),
+      live: states === "live",
+    };
+    return;
+  }
+  if (typeof debounce !== "object" || debounce === null)
+    throw new ValidationError('debounce must be an object like { delay: "2s" } or { key: "user-7", delay: "2s" }');
+  if (options.runAt !== undefined || options.delay !== undefined)
+    throw new ValidationError("debounce sets when the job runs (delay after the last enqueue): pass no runAt or delay");
+  row.debounce = {
+    key: debounce.key === undefined ? row.kind : assertKey(debounce.key, "debounce.key"),
+    delayMs: toMs("debounce.delay", debounce.delay),
+  };
+}
+
+/**
+ * A uniqueness key from kind, queue and payload: SHA-256 of the three, the payload as JSON with object keys
+ * sorted, so `{ a, b }` and `{ b, a }` are the same job. Hex, prefixed, well within a key's 256 characters.
+ */
+export function defaultUniqueKey(kind: string, queue: string, payload: unknown): string {
+  const hash = createHash("sha256")
+    .update(`${kind}\n${queue}\n${canonicalJson(payload)}`)
+    .digest("hex");
+  return `sha256:${hash}`;
+}
+
+/** JSON with every object's keys in sorted order (the value already passed the payload rules). */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const record = value as Record<string, unknown>;
+    return `{${Object.keys(record)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(record[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(value);
 }
 
 /** Queues with a job runnable now (the ones whose workers a NOTIFY should wake). */

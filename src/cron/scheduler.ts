@@ -18,7 +18,8 @@ import { assertInt, assertName, type Duration, encodePayload, toMs } from "../co
 import type { Store } from "../db/store.js";
 import { Service } from "../maintenance/service.js";
 
-export interface CronOptions extends Omit<EnqueueOptions, "runAt" | "delay" | "idempotencyKey"> {
+export interface CronOptions
+  extends Omit<EnqueueOptions, "runAt" | "delay" | "idempotencyKey" | "unique" | "debounce"> {
   /** Names the schedule across all processes (letters, digits, `_ . : -`). Default: the job's kind. */
   name?: string;
   /** IANA time zone the expression is read in, e.g. "Europe/Paris" (DST handled by croner). Default "UTC". */
@@ -127,6 +128,9 @@ export class Scheduler {
     );
     encodePayload(payload, this.client.maxPayloadBytes);
     const backfill = assertInt("backfill", options.backfill ?? 0, 0, 1000);
+    // A tick is already enqueued once (its own key); unique and debounce would be refused at every tick.
+    if ("unique" in options || "debounce" in options)
+      throw new ValidationError("cron schedules take no unique or debounce option: each tick is enqueued once already");
     const { name: _n, timezone: _t, backfill: _b, ...enqueue } = options;
     this.schedules.set(name, {
       name,

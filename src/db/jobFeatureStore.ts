@@ -4,6 +4,7 @@
  * `JobStore`, it shapes values and rows and decides nothing about when to
  * call them.
  */
+import { type InsertRow, insertValues } from "./jobStore.js";
 import type { Queryable } from "./queryable.js";
 import type { Store } from "./store.js";
 
@@ -47,5 +48,52 @@ export class JobFeatureStore {
       jobs.map((j) => j.progress ?? null),
     ]);
     return rows.map((r) => r.id);
+  }
+
+  /** Inserts a job with a uniqueness window on `db`; null when the key is held (see `findUnique`). */
+  async insertUnique(db: Queryable, row: InsertRow): Promise<{ id: string; due: boolean } | null> {
+    const u = row.unique as NonNullable<InsertRow["unique"]>;
+    const { rows } = await this.store.query<{ id: string; due: boolean }>(
+      this.sql.jobInsertUnique,
+      [...insertValues(row), u.key, u.periodMs, u.live],
+      db,
+    );
+    return rows[0] ?? null;
+  }
+
+  /** The job holding unique key `key` of `queue`, if any. */
+  async findUnique(db: Queryable, queue: string, key: string): Promise<string | undefined> {
+    const { rows } = await this.store.query<{ id: string }>(this.sql.jobFindUnique, [queue, key], db);
+    return rows[0]?.id;
+  }
+
+  /** Inserts a debounced job, or updates the key's pending one (`created` false). */
+  async insertDebounced(db: Queryable, row: InsertRow): Promise<{ id: string; created: boolean; due: boolean }> {
+    const d = row.debounce as NonNullable<InsertRow["debounce"]>;
+    const { rows } = await this.store.query<{ id: string; created: boolean; due: boolean }>(
+      this.sql.jobInsertDebounced,
+      [
+        row.queue,
+        row.kind,
+        row.payload,
+        row.priority,
+        row.maxAttempts,
+        d.delayMs,
+        row.headers,
+        row.concurrencyKey,
+        d.key,
+      ],
+      db,
+    );
+    return rows[0] as { id: string; created: boolean; due: boolean };
+  }
+
+  /** Appends attempt log entries (JSON texts) to the jobs still held under these leases. */
+  async appendAttemptLogs(logs: ReadonlyArray<{ id: string; lease: string; entry: string }>): Promise<void> {
+    await this.store.query(this.sql.jobAppendAttemptLogs, [
+      logs.map((l) => l.id),
+      logs.map((l) => l.lease),
+      logs.map((l) => l.entry),
+    ]);
   }
 }

@@ -68,6 +68,10 @@ export interface InsertRow {
   /** Encoded JSON object, or null. */
   headers: string | null;
   concurrencyKey: string | null;
+  /** A uniqueness window (docs/jobs.md): the key, its period, and whether only live holders count. */
+  unique?: { key: string; periodMs: number; live: boolean };
+  /** Debounce (docs/jobs.md): the key, and how long after the last enqueue the job runs. */
+  debounce?: { key: string; delayMs: number };
   /** Workflows: the jobs this one waits for, or null (a plain job). */
   parents: ParentRefs | null;
 }
@@ -272,7 +276,7 @@ function rowsJson(rows: readonly InsertRow[]): string {
 }
 
 /** A row's values as the single-insert statements take them ($1–$10). */
-function insertValues(row: InsertRow): unknown[] {
+export function insertValues(row: InsertRow): unknown[] {
   return [
     row.queue,
     row.kind,

@@ -4,7 +4,7 @@
  * the coming partitions, drops the completed ones older than `completedAfter`
  * and the failed (dead, cancelled) ones older than `deadAfter` — whole
  * partitions, never row by row — expires idempotency keys `keyRetention`
- * after their job finished, deletes delivered outbox events after
+ * after their job finished, deletes uniqueness windows that ended, deletes delivered outbox events after
  * `outboxAfter`, and finishes moving an upgraded schema's finished rows out of
  * the jobs table.
  *
@@ -141,6 +141,8 @@ export class Pruner {
     result.completed += await this.deleteInBatches(sql.historyPruneCompletedDefault, [this.completedMs]);
     result.dead += await this.deleteInBatches(sql.historyPruneFailedDefault, [this.deadMs]);
     result.keys = await this.deleteInBatches(sql.keysExpire, [this.keyMs]);
+    // Uniqueness windows that ended (docs/jobs.md): an ended one is taken over anyway; this keeps the table small.
+    await this.deleteInBatches(this.store.sql.features.uniqueExpire, [0]);
     await this.deleteInBatches(this.store.sql.outbox.outboxPrune, [this.outboxMs]);
     await this.store.query(this.store.sql.flow.flowHousekeeping);
     if (result.partitionsDropped.length + result.completed + result.dead + result.keys > 0)

@@ -21,6 +21,7 @@ import type { ErrorRedactor } from "../core/secrets.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { InsertRow, JobStore, Settlement } from "../db/jobStore.js";
 import { refused } from "../internal/instance.js";
+import { attemptEntry } from "./attemptLog.js";
 import type { Outcome, Running, WorkerStats } from "./types.js";
 import { sleep } from "./wakeup.js";
 
@@ -41,6 +42,8 @@ export interface CompleterOptions {
   onFlushed: () => void;
   /** Applied to every error text before it is stored. */
   redactError: ErrorRedactor;
+  /** This worker's id, named in attempt logs. */
+  workerId: string;
   /**
    * Workflows: records one success together with the rows its handler spawned, in one transaction; false
    * when the lease no longer matched (nothing was written).
@@ -67,6 +70,8 @@ export class Completer {
   private results: string[] = [];
   private spawning: Spawning[] = [];
   private settlements: Settlement[] = [];
+  /** Attempt logs (ctx.log lines) to append before the outcomes of their jobs: docs/jobs.md. */
+  private attemptLogs: Array<{ id: string; lease: string; entry: string }> = [];
   /** Outcomes taken by the flush in progress. */
   private inFlight = 0;
   private flushing: Promise<void> | undefined;
@@ -79,7 +84,12 @@ export class Completer {
   /** Outcomes recorded here but not yet written. */
   get backlog(): number {
     return (
-      this.completedIds.length + this.resultIds.length + this.settlements.length + this.spawning.length + this.inFlight
+      this.completedIds.length +
+      this.resultIds.length +
+      this.settlements.length +
+      this.attemptLogs.length +
+      this.spawning.length +
+      this.inFlight
     );
   }
 
@@ -94,8 +104,10 @@ export class Completer {
    */
   record(running: Running, outcome: Outcome, error: unknown, result?: string): void {
     const { job, lease } = running;
+    const settlements = this.settlements.length;
     const settle = (action: Settlement["action"], fields: Partial<Settlement> = {}) =>
       this.settlements.push({ id: job.id, lease, action, error: null, delayMs: 0, fingerprint: null, ...fields });
+    const lines = running.attemptLines;
     switch (outcome) {
       case "completed":
         if (running.spawns) {
@@ -141,6 +153,12 @@ export class Completer {
           fingerprint: errorFingerprint(job.kind, error),
         });
     }
+    if (lines && (lines.lines.length > 0 || lines.dropped > 0)) {
+      running.attemptLines = undefined;
+      const stored = this.settlements.length > settlements ? (this.settlements.at(-1)?.error ?? null) : null;
+      const entry = attemptEntry(lines, { attempt: job.attempt, worker: this.o.workerId, outcome, error: stored });
+      this.attemptLogs.push({ id: job.id, lease, entry });
+    }
     this.scheduleFlush();
   }
 
@@ -176,7 +194,8 @@ export class Completer {
       this.completedIds.length > 0 ||
       this.resultIds.length > 0 ||
       this.settlements.length > 0 ||
-      this.spawning.length > 0
+      this.spawning.length > 0 ||
+      this.attemptLogs.length > 0
     );
   }
 
@@ -188,10 +207,17 @@ export class Completer {
     const resultLeases = this.resultLeases.splice(0, this.o.outcomeBatchSize);
     const results = this.results.splice(0, this.o.outcomeBatchSize);
     const spawning = this.spawning.splice(0, this.o.outcomeBatchSize);
+    // Every log of the outcomes taken here (a job's log is queued with its outcome, so none is left behind).
+    const logs = this.attemptLogs.splice(0, this.attemptLogs.length);
     this.inFlight = ids.length + resultIds.length + settlements.length + spawning.length;
     try {
       for (let attempt = 1; ; attempt++) {
         try {
+          // Before the outcomes: they move finished jobs to history, and the logs go with them.
+          if (logs.length > 0) {
+            await this.o.features.appendAttemptLogs(logs);
+            logs.length = 0;
+          }
           if (settlements.length > 0) {
             this.noteStale(
               settlements.map((x) => x.id),

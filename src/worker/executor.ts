@@ -20,11 +20,23 @@ import {
 } from "../core/errors.js";
 import { type JobDefinition, validatePayload } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
+import { runChain } from "../core/middleware.js";
+import type { ErrorRedactor } from "../core/secrets.js";
 import { type Duration, encodeProgress, encodeResult } from "../core/validate.js";
 import type { InsertRow } from "../db/jobStore.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
+import { attemptLogger } from "./attemptLog.js";
 import { ClaimedJob } from "./claimedJob.js";
-import type { Handler, Job, JobContext, Outcome, ParentOutcome, Running, WorkerHooks } from "./types.js";
+import type {
+  Handler,
+  Job,
+  JobContext,
+  Outcome,
+  ParentOutcome,
+  Running,
+  WorkerHooks,
+  WorkerMiddleware,
+} from "./types.js";
 
 export interface Registered {
   definition?: JobDefinition<unknown>;
@@ -33,9 +45,15 @@ export interface Registered {
 
 export interface ExecutorOptions {
   handlers: ReadonlyMap<string, Registered>;
+  /** worker.use(): around every handler, first registered outermost. */
+  middleware: ReadonlyArray<WorkerMiddleware>;
   held: Map<string, Running>;
   logger: Logger;
   jobTimeoutMs: number | undefined;
+  /** ctx.log lines kept per attempt (0: none). */
+  attemptLogLines: number;
+  /** Applied to every string of a kept ctx.log line. */
+  redactError: ErrorRedactor;
   /** Largest result a handler may return, encoded, in bytes. */
   maxResultBytes: number;
   hooks: WorkerHooks | undefined;
@@ -73,7 +91,21 @@ export class Executor {
       const payload = await this.payloadFor(entry, job);
       const parents = job instanceof ClaimedJob && job.parentPolicy !== null ? await this.o.parents(job) : NO_PARENTS;
       const ctx = this.context(running, payload, parents);
-      const handled = inSpan(span, () => Promise.resolve().then(() => (entry.handler as Handler)(payload, ctx)));
+      const handler = entry.handler as Handler;
+      const invoke = () => Promise.resolve().then(() => handler(payload, ctx));
+      // With middleware the result is still the handler's own value, whatever the chain resolves with.
+      let handlerValue: unknown;
+      const middleware = this.o.middleware;
+      const handled = inSpan(span, () =>
+        middleware.length === 0
+          ? invoke()
+          : runChain(middleware, ctx, () =>
+              invoke().then((v) => {
+                handlerValue = v;
+                return v;
+              }),
+            ),
+      );
       // A handler that rejects after we stopped waiting must never become an unhandled rejection.
       handled.catch(() => undefined);
       const limit = this.o.jobTimeoutMs;
@@ -92,6 +124,7 @@ export class Executor {
           }),
         ]);
       }
+      if (middleware.length > 0) value = handlerValue;
       // A result that cannot be stored fails this attempt like a thrown error (ResultTooLarge/NotJson).
       if (value !== undefined) result = encodeResult(value, this.o.maxResultBytes);
     } catch (error) {
@@ -130,6 +163,8 @@ export class Executor {
   private context(running: Running, payload: unknown, parents: Record<string, ParentOutcome>): JobContext {
     const { job, controller } = running;
     const logger = this.o.logger;
+    const maxLines = this.o.attemptLogLines;
+    const redact = this.o.redactError;
     let log: Logger | undefined;
     // A payload its schema transformed replaces the claimed one on the job itself (no copy per job).
     if (payload !== job.payload) job.payload = payload;
@@ -150,7 +185,15 @@ export class Executor {
         running.spawns = [...(running.spawns ?? []), rows];
       },
       get log() {
-        log ??= childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
+        if (log) return log;
+        if (maxLines === 0) {
+          log = childLogger(logger, { jobId: job.id, kind: job.kind, attempt: job.attempt });
+          return log;
+        }
+        // The attempt started when its handler did (running.startedAt is on the performance clock).
+        const startedAt = new Date(Date.now() - (performance.now() - running.startedAt)).toISOString();
+        running.attemptLines = { startedAt, lines: [], dropped: 0 };
+        log = attemptLogger(logger, job, running.attemptLines, maxLines, redact);
         return log;
       },
     };

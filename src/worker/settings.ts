@@ -31,6 +31,7 @@ export interface WorkerSettings {
   presenceMs: number;
   maxResultBytes: number;
   progressMs: number;
+  attemptLogLines: number;
 }
 
 export function workerSettings(options: WorkerOptions): WorkerSettings {
@@ -66,6 +67,7 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
     backoff: { ...defaultBackoff, ...options.backoff },
     outcomeBatchSize: assertInt("outcomeBatchSize", options.outcomeBatchSize ?? 2000, 1, 10_000),
     presenceMs: toMs("presenceInterval", options.presenceInterval ?? "10s", { allowZero: false }),
+    attemptLogLines: assertInt("attemptLogLines", options.attemptLogLines ?? 100, 0, 10_000),
     progressMs: toMs("progressInterval", options.progressInterval ?? "1s", { allowZero: false }),
     maxResultBytes: assertInt("maxResultBytes", options.maxResultBytes ?? 64 * 1024, 2, 64 * 1024 * 1024),
   };

@@ -45,6 +45,11 @@ export interface JobContext<P = unknown> {
   signal: AbortSignal;
   /** Extends this job's lease now (it is also extended automatically). Resolves false when the lease is lost. */
   heartbeat(): Promise<boolean>;
+  /**
+   * A logger bound to this job (pino-style: `ctx.log.info({ rows }, "imported")`). It writes to the worker's
+   * logger, and its info, warn and error lines are also kept with this attempt and stored with the job
+   * (`skipq job <id>`, the dashboard, `getJob(id).attempt_logs`; see the worker's `attemptLogLines`).
+   */
   log: Logger;
   /**
    * Pauses a concurrency key of this job's queue until a time (a Date, compared
@@ -90,6 +95,14 @@ export interface ParentOutcome {
  * A job's handler. What it resolves with (anything but `undefined`) is stored as the job's result
  * (docs/jobs.md, "Results"): plain JSON, at most the worker's `maxResultBytes`.
  */
+/**
+ * Worker middleware (`worker.use`, docs/jobs.md): runs around every handler of the worker, with the job's
+ * context; `next()` runs the rest of the chain and the handler, and resolves with the handler's return value
+ * (which is stored as the job's result whatever the middleware returns). Throwing fails the attempt like a
+ * handler's throw; returning without calling `next()` completes the job without running the handler.
+ */
+export type WorkerMiddleware = (ctx: JobContext, next: () => Promise<unknown>) => unknown | Promise<unknown>;
+
 export type Handler<P = unknown> = (payload: P, ctx: JobContext<P>) => unknown | Promise<unknown>;
 
 export interface WorkerOptions {
@@ -152,6 +165,12 @@ export interface WorkerOptions {
   workerId?: string;
   /** Most outcomes recorded per statement. Default 2000. */
   outcomeBatchSize?: number;
+  /**
+   * Lines of `ctx.log` (info, warn, error) kept per attempt and stored with the job (docs/jobs.md, "Attempt
+   * logs"); a job keeps its 10 most recent attempts' lines. 0 keeps none (ctx.log then only writes to the
+   * worker's logger). Default 100.
+   */
+  attemptLogLines?: number;
   /**
    * Longest time a `ctx.progress()` value waits before it is written (with a heartbeat of the jobs that
    * have one). Default "1s".
@@ -237,6 +256,15 @@ export interface Running {
   progressDirty?: boolean;
   /** Workflows: rows its handler spawned (one array per ctx.spawn call), enqueued with its success. */
   spawns?: InsertRow[][];
+  /** The attempt's `ctx.log` lines (set once the handler reads `ctx.log`), stored with its outcome. */
+  attemptLines?: AttemptLines;
+}
+
+/** The `ctx.log` lines of one attempt, before its outcome is known (see attemptLog.ts). */
+export interface AttemptLines {
+  startedAt: string;
+  lines: Array<Record<string, unknown>>;
+  dropped: number;
 }
 
 export interface WorkerStats {

@@ -17,6 +17,7 @@ import type { BulkItem, Enqueuer } from "../core/enqueue.js";
 import { SkipqError, ValidationError } from "../core/errors.js";
 import type { JobDefinition, PayloadOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
+import { assertMiddleware } from "../core/middleware.js";
 import { defaultErrorRedactor } from "../core/secrets.js";
 import { assertKey, assertName, type Duration } from "../core/validate.js";
 import { isUnavailable } from "../db/connectionErrors.js";
@@ -36,7 +37,16 @@ import { Leases } from "./leases.js";
 import { Listener } from "./listener.js";
 import { Presence } from "./presence.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
-import type { Handler, Job, ParentOutcome, Running, WorkerEvents, WorkerOptions, WorkerStats } from "./types.js";
+import type {
+  Handler,
+  Job,
+  ParentOutcome,
+  Running,
+  WorkerEvents,
+  WorkerMiddleware,
+  WorkerOptions,
+  WorkerStats,
+} from "./types.js";
 import { backoffWait, delay } from "./wakeup.js";
 
 export type {
@@ -48,6 +58,7 @@ export type {
   ParentOutcome,
   WorkerEvents,
   WorkerHooks,
+  WorkerMiddleware,
   WorkerOptions,
   WorkerStats,
 } from "./types.js";
@@ -82,6 +93,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly settings: WorkerSettings;
   private readonly store: Store;
   private readonly handlers = new Map<string, Registered>();
+  private readonly middleware: WorkerMiddleware[] = [];
   /** Every job whose lease this worker holds: running, or waiting in the fetcher's buffer. */
   private readonly held = new Map<string, Running>();
   private readonly fetcher: Fetcher;
@@ -114,6 +126,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.store = host.store.withPool(pool);
     const jobs = new JobStore(this.store);
     const warn = (context: string) => (error: unknown) => this.emit("warning", error, context);
+    const redactError =
+      options.redactError === false ? (text: string) => text : (options.redactError ?? defaultErrorRedactor);
 
     this.claimer = new Claimer({
       jobs,
@@ -136,7 +150,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       stopped: () => this.state === "stopped",
       onStale: (ids) => this.emit("staleOutcome", ids),
       onWarning: warn("outcome"),
-      redactError: options.redactError === false ? (text) => text : (options.redactError ?? defaultErrorRedactor),
+      redactError,
+      workerId: s.id,
       // Under limits a slot is free only once its outcome is recorded, and a full backlog blocks claims
       // until written: claim again now, not at the next poll.
       onFlushed: () => this.fetcher.wakeup.wake(),
@@ -165,6 +180,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     });
     const executor = new Executor({
       handlers: this.handlers,
+      middleware: this.middleware,
       held: this.held,
       logger: this.logger,
       jobTimeoutMs: s.jobTimeoutMs,
@@ -177,6 +193,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       settleProgress: (running) => this.leases.settleProgress(running),
       pauseKey: (job, until, key) => this.pauseKey(job, until, key),
       maxResultBytes: s.maxResultBytes,
+      attemptLogLines: s.attemptLogLines,
+      redactError,
       record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),
       parents: async (job) => {
         const parents: Record<string, ParentOutcome> = {};
@@ -283,6 +301,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
       kind,
       definition ? { definition, handler: handler as Handler<never> } : { handler: handler as Handler<never> },
     );
+    return this;
+  }
+
+  /**
+   * Adds middleware around every handler of this worker (docs/jobs.md, "Middleware"): tracing, tenant
+   * context, auditing. The first added is the outermost. Returns this, for chaining.
+   */
+  use(middleware: WorkerMiddleware): this {
+    assertMiddleware("worker.use", middleware);
+    this.middleware.push(middleware);
     return this;
   }
 

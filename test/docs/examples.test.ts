@@ -65,3 +65,17 @@ test("examples/job-results.ts stores results and progress, waits for jobs and ti
   expect(out).toContain("timed out: SKIPQ_WAIT_TIMEOUT, job still pending");
   expect(out).toContain('getJob: result {"thumbnails":["dog.png@32.webp"]}, progress {"done":1,"total":1}');
 });
+
+test("examples/unique-debounce.ts keeps one job per unique key and runs a debounced burst once with the last payload", async () => {
+  const out = await runExample("examples/unique-debounce.ts");
+  expect(out).toContain("unique: same job true (created false); other customer created true");
+  expect(out).toContain("debounce: ran 1 time(s), with edits 6");
+});
+
+test("examples/middleware-logs.ts carries a tenant from enqueue to handler and keeps each attempt's log lines", async () => {
+  const out = await runExample("examples/middleware-logs.ts");
+  expect(out).toContain("outcome: completed");
+  expect(out).toContain("audit: acme ran sync-account attempt 1; acme ran sync-account attempt 2");
+  expect(out).toContain("attempt 1 failed: syncing, CRM unavailable");
+  expect(out).toContain("attempt 2 completed: syncing, synced");
+});

@@ -9,7 +9,7 @@ import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, defineJob, type JobContext, type Worker, type WorkerOptions } from "../../src/index.js";
 import { skipq as cli } from "../cli/run.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, gate, type TestQueue, testQueue, until } from "../helpers.js";
 
 let t: TestQueue;
 let admin: Admin;
@@ -40,14 +40,6 @@ function countingWorker(queue: string, options: WorkerOptions = {}): { worker: W
   const worker = t.skipq.worker({ queues: [queue], pollInterval: 50, pool, ...options });
   workers.push(worker);
   return { worker, writes: () => writes };
-}
-
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open = () => {};
-  const promise = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { promise, open };
 }
 
 const report = defineJob<{ steps: number }>("report");

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, defineJob, type Worker, type WorkerOptions } from "../../src/index.js";
 import { skipq as cli } from "../cli/run.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, type TestQueue, testQueue, until, untilFinished } from "../helpers.js";
 
 let t: TestQueue;
 let admin: Admin;
@@ -27,12 +27,7 @@ function worker(queue: string, options: WorkerOptions = {}): Worker {
   return w;
 }
 
-async function finished(id: string) {
-  return until(`job ${id} finished`, async () => {
-    const row = await admin.getJob(id);
-    return row && ["completed", "dead", "cancelled"].includes(row.status) ? row : undefined;
-  });
-}
+const finished = (id: string) => untilFinished(t.skipq, id);
 
 /** The stored result column as SQL sees it: null for SQL NULL, else its JSON text. */
 async function storedResult(id: string): Promise<string | null> {

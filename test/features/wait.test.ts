@@ -9,7 +9,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, defineJob, Skipq, silentLogger, WaitTimeoutError, type Worker } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, gate, type TestQueue, testQueue, until } from "../helpers.js";
 import { startWorkerProcesses } from "../processes.js";
 
 let t: TestQueue;
@@ -47,14 +47,6 @@ function worker(queue: string, gate?: Promise<void>): Worker {
   });
   workers.push(w);
   return w;
-}
-
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open = () => {};
-  const promise = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { promise, open };
 }
 
 test("waitFor resolves with the result once the job completes, woken by the finishing statement", async () => {
@@ -229,4 +221,35 @@ test("only waited-for jobs announce their finish: a plain job's completion sends
   } finally {
     await listen.end();
   }
+});
+
+test("with completed history off, a waited job that completes resolves as completed without a result", async () => {
+  const schema = `"${t.schema}"`;
+  await t.db.query(`UPDATE ${schema}.settings SET keep_completed = false`);
+  try {
+    const g = gate();
+    await worker("w13", g.promise).start();
+    const { id } = await t.skipq.enqueue(square, { n: 3 }, { queue: "w13" });
+    const waiting = t.skipq.waitFor(id, { timeout: "20s" });
+    await until("marked", async () => {
+      const { rows } = await t.db.query(`SELECT notify_on_finish FROM ${schema}.jobs WHERE id = $1`, [id]);
+      return rows[0]?.notify_on_finish === true;
+    });
+    g.open();
+    expect(await waiting).toEqual({ status: "completed", result: undefined, error: null });
+    const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM ${schema}.all_jobs WHERE id = $1`, [id]);
+    expect(rows[0].n).toBe(0);
+  } finally {
+    await t.db.query(`UPDATE ${schema}.settings SET keep_completed = true`);
+  }
+});
+
+test("enqueueAndWait with an aborted signal enqueues nothing", async () => {
+  const controller = new AbortController();
+  controller.abort(new Error("gone"));
+  await expect(t.skipq.enqueueAndWait(square, { n: 1 }, { queue: "w14", signal: controller.signal })).rejects.toThrow(
+    "gone",
+  );
+  const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE queue = 'w14'`);
+  expect(rows[0].n).toBe(0);
 });

@@ -633,3 +633,39 @@ test("an expired session cookie is refused", async () => {
     await short.close();
   }
 });
+
+test("the job page shows the result, the progress and each attempt's log lines, redacted and escaped", async () => {
+  const logs = [
+    {
+      attempt: 1,
+      worker: "w1",
+      startedAt: "2026-01-01T00:00:00.000Z",
+      endedAt: "2026-01-01T00:00:01.000Z",
+      outcome: "failed",
+      error: "Error: <b>nope</b>",
+      lines: [{ at: "2026-01-01T00:00:00.500Z", level: "info", msg: "fetching <page>", token: "tok-secret-9" }],
+      dropped: 2,
+    },
+  ];
+  const { rows } = await t.db.query(
+    `INSERT INTO "${t.schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at,
+                                           created_at, finished_at, result, progress, attempt_logs)
+     VALUES (nextval(pg_get_serial_sequence('"${t.schema}".jobs', 'id')), 'default', 'report', '{}', 'completed', 0, 2,
+             3, now(), now(), now(), $1, $2, $3) RETURNING id`,
+    [
+      JSON.stringify({ url: "<s3://bucket/r.pdf>", apiKey: "sk-result-1" }),
+      JSON.stringify({ done: 3, total: 3 }),
+      JSON.stringify(logs),
+    ],
+  );
+  const page = await (await get(`/jobs/${rows[0].id}`, { authorization: `Bearer ${TOKEN}` })).text();
+  expect(page).toContain('<pre id="result">');
+  expect(page).toContain("&lt;s3://bucket/r.pdf&gt;");
+  expect(page).not.toContain("sk-result-1");
+  expect(page).toContain("{&quot;done&quot;:3,&quot;total&quot;:3}");
+  expect(page).toContain("attempt 1 on w1, 2026-01-01T00:00:00.000Z → 2026-01-01T00:00:01.000Z: failed");
+  expect(page).toContain("fetching &lt;page&gt;");
+  expect(page).toContain("… 2 more line(s) not kept");
+  expect(page).toContain("error: Error: &lt;b&gt;nope&lt;/b&gt;");
+  expect(page).not.toContain("tok-secret-9");
+});

@@ -97,7 +97,14 @@ test("a dependency on a job that does not exist is a ValidationError and writes 
   await expect(
     t.skipq.enqueue("ok", {}, { queue: "none", onParentFailure: "explode" as "run", dependsOn: ["1"] }),
   ).rejects.toThrow(ValidationError);
-  expect(await statusCounts(t)).toEqual(before);
+  // A waiting job is released by its parents, so a uniqueness window or debounce key cannot hold it.
+  const parent = await t.skipq.enqueue("ok", {}, { queue: "none-parent" });
+  const combos = [{ unique: { period: "1h" } }, { debounce: { delay: "1s" } }];
+  for (const extra of combos)
+    await expect(t.skipq.enqueue("ok", {}, { queue: "none", dependsOn: [parent.id], ...extra })).rejects.toThrow(
+      /cannot be combined with dependsOn/,
+    );
+  expect(await statusCounts(t)).toEqual({ ...before, pending: (before.pending ?? 0) + 1 });
 });
 
 test("a cycle between jobs of one call is a ValidationError and writes nothing", async () => {

@@ -3,7 +3,8 @@
  * error included. An unknown id exits 1. Read-only.
  */
 import type { Command } from "commander";
-import type { AttemptLog, JobRow } from "../../ops/adminTypes.js";
+import type { JobRow } from "../../ops/adminTypes.js";
+import { attemptLogText } from "../../ops/attemptLogs.js";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
@@ -36,18 +37,6 @@ export function jobJson(job: JobRow) {
     /** The ctx.log lines of the most recent attempts, oldest first. */
     attemptLogs: job.attempt_logs ?? [],
   };
-}
-
-/** One attempt's log as text: a header line (attempt, worker, times, outcome), its lines, its error. */
-function attemptText(log: AttemptLog): string {
-  const head = `attempt ${log.attempt} on ${log.worker}, ${log.startedAt} → ${log.endedAt}: ${log.outcome}`;
-  const lines = log.lines.map(({ at, level, msg, ...fields }) => {
-    const extra = Object.keys(fields).length > 0 ? ` ${JSON.stringify(fields)}` : "";
-    return `  ${at} ${level.padEnd(5)} ${msg}${extra}`;
-  });
-  if (log.dropped > 0) lines.push(`  … ${log.dropped} more line(s) not kept`);
-  if (log.error) lines.push(`  error: ${log.error.split("\n").join("\n         ")}`);
-  return [head, ...lines].join("\n");
 }
 
 export function jobCommand(program: Command): void {
@@ -88,7 +77,8 @@ Examples:
         process.stdout.write(`payload:\n${JSON.stringify(payload, null, 2)}\n`);
         process.stdout.write(`result:\n${result === null ? "-" : JSON.stringify(result, null, 2)}\n`);
         process.stdout.write(`last error:\n${lastError ?? "-"}\n`);
-        if (attemptLogs.length > 0) process.stdout.write(`attempt logs:\n${attemptLogs.map(attemptText).join("\n")}\n`);
+        if (attemptLogs.length > 0)
+          process.stdout.write(`attempt logs:\n${attemptLogs.map(attemptLogText).join("\n")}\n`);
       });
     });
 }

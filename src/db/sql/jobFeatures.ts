@@ -13,11 +13,17 @@ import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
 import { dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
 
+/** How many attempts' logs a job keeps (the most recent); see src/worker/attemptLog.ts. */
+const MAX_ATTEMPT_LOGS = 10;
+
 export function jobFeatureStatements(names: Schema) {
   const schema = names.sql;
   const jobs = `${schema}.jobs`;
   const history = `${schema}.job_history`;
   const keepCompleted = `(SELECT keep_completed FROM ${schema}.settings)`;
+  // The columns jobInsertQuiet's $1-$10 fill, in that order.
+  const insertColumns =
+    "queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key";
   return statements(
     names,
     { prepare: true },
@@ -53,6 +59,21 @@ export function jobFeatureStatements(names: Schema) {
        RETURNING j.id`,
 
       /**
+       * Appends one attempt's log entry ($3, JSON text) to each job of $1 whose lease is $2, keeping the job's
+       * ${MAX_ATTEMPT_LOGS} most recent entries, oldest first. Run by the completer just before the same jobs'
+       * outcomes, so a finishing job takes its logs to history.
+       */
+      jobAppendAttemptLogs: `UPDATE ${jobs} AS j
+          SET attempt_logs = (
+                SELECT jsonb_agg(e.value ORDER BY e.n)
+                  FROM (SELECT value, n
+                          FROM jsonb_array_elements(COALESCE(j.attempt_logs, '[]'::jsonb) || jsonb_build_array(d.entry::jsonb))
+                               WITH ORDINALITY AS x(value, n)
+                         ORDER BY n DESC LIMIT ${MAX_ATTEMPT_LOGS}) e)
+         FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS d(id, lease, entry)
+        WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease`,
+
+      /**
        * waitFor: marks live job $1 so the trigger of migration 0012 announces its finish on the done channel;
        * returns its status, or no row when it is not live (finished already, or never committed). A job
        * already marked is not written again.
@@ -66,6 +87,52 @@ export function jobFeatureStatements(names: Schema) {
       /** waitFor: the jobs of $1, live or finished, with what waiters resolve with. */
       jobWaitRead: `SELECT id, status, result, result IS NULL AS no_result, last_error
                       FROM ${schema}.all_jobs WHERE id = ANY ($1::bigint[])`,
+
+      /**
+       * enqueue with `unique` ($1-$10 as jobInsertQuiet, $11 the key, $12 the period in ms, $13 true when only
+       * live holders count): takes key $11 of queue $1 in job_unique for a new id, unless a holder's window is
+       * still open — over once expires_at has passed, or, with $13, once the holder finished. The key's row is
+       * the lock: of concurrent enqueuers exactly one takes it (ON CONFLICT DO UPDATE locks the row and
+       * evaluates its WHERE on the latest version). No row back when the key was held.
+       */
+      jobInsertUnique: `WITH u AS (
+         INSERT INTO ${schema}.job_unique AS u (queue, key, job_id, expires_at)
+         VALUES ($1, $11, nextval('${schema}.jobs_id_seq'), now() + $12::float8 * interval '1 millisecond')
+         ON CONFLICT (queue, key) DO UPDATE
+            SET job_id = EXCLUDED.job_id, created_at = now(), expires_at = EXCLUDED.expires_at, finished_at = NULL
+          WHERE u.expires_at <= now() OR ($13::boolean AND u.finished_at IS NOT NULL)
+         RETURNING job_id),
+       ins AS (
+         INSERT INTO ${jobs} (id, ${insertColumns}, unique_key) OVERRIDING SYSTEM VALUE
+         SELECT (SELECT job_id FROM u), $1, $2, $3::jsonb, $4, $5,
+                COALESCE($6::timestamptz, now() + $7::float8 * interval '1 millisecond'), $8, $9::jsonb, $10, $11
+          WHERE EXISTS (SELECT 1 FROM u)
+         RETURNING id, run_at)
+       SELECT id, run_at <= now() AS due FROM ins`,
+
+      /** The job holding unique key $2 of queue $1 (after jobInsertUnique inserted nothing). */
+      jobFindUnique: `SELECT job_id AS id FROM ${schema}.job_unique WHERE queue = $1 AND key = $2`,
+
+      /**
+       * enqueue with `debounce` ($1 queue, $2 kind, $3 payload, $4 priority, $5 max attempts, $6 the delay in ms,
+       * $7 headers, $8 concurrency key, $9 the debounce key): inserts a job due after the delay, or, when the key
+       * already has a pending job (jobs_debounce), gives that job this call's kind, payload, options and
+       * run_at instead. A job being claimed holds its row lock: the update waits, finds the row running (no
+       * longer in the index) and inserts a new pending job. `created`: xmax is 0 only on a freshly inserted row.
+       */
+      jobInsertDebounced: `INSERT INTO ${jobs} AS j (queue, kind, payload, priority, max_attempts, run_at, headers,
+                                                    concurrency_key, debounce_key)
+       VALUES ($1, $2, $3::jsonb, $4, $5, now() + $6::float8 * interval '1 millisecond', $7::jsonb, $8, $9)
+       ON CONFLICT (queue, debounce_key) WHERE debounce_key IS NOT NULL AND status = 'pending'
+       DO UPDATE SET kind = EXCLUDED.kind, payload = EXCLUDED.payload, priority = EXCLUDED.priority,
+                     max_attempts = EXCLUDED.max_attempts, run_at = EXCLUDED.run_at, headers = EXCLUDED.headers,
+                     concurrency_key = EXCLUDED.concurrency_key, updated_at = now()
+       RETURNING id, xmax = 0 AS created, run_at <= now() AS due`,
+
+      /** Uniqueness windows that ended more than $1 ms ago, $2 at a time (the maintainer's retention). */
+      uniqueExpire: `DELETE FROM ${schema}.job_unique WHERE (queue, key) IN (
+                       SELECT queue, key FROM ${schema}.job_unique
+                        WHERE expires_at < now() - $1::float8 * interval '1 millisecond' LIMIT $2)`,
 
       /** Whether completed jobs are kept in history (a waited-for job that vanished completed without it). */
       settingsKeepCompletedRead: `SELECT keep_completed FROM ${schema}.settings`,

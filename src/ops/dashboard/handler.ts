@@ -17,10 +17,12 @@ import { defaultLogger, type Logger } from "../../core/logger.js";
 import { assertInt, type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
 import { Admin } from "../admin.js";
 import {
+  type AttemptLog,
   BULK_ACTIONS,
   type BulkAction,
   JOB_STATUSES,
   type JobFilter,
+  type JobRow,
   type JobStatus,
   type ListedJob,
   type QueueLimits,
@@ -28,6 +30,7 @@ import {
   type StatsPoint,
   type StatsRange,
 } from "../adminTypes.js";
+import { attemptLogText } from "../attemptLogs.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
 import { LIVE_JS } from "./assets.js";
@@ -437,6 +440,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             error: redactError(job.last_error, job),
             result: result === null ? null : result.slice(0, MAX_PAYLOAD_CHARS),
             progress: job.progress === null ? null : JSON.stringify(job.progress),
+            attemptLogs: attemptLogsShown(job, redact, redactError),
           }),
         );
       }
@@ -906,6 +910,22 @@ function interestOf(url: URL): LiveInterest {
   for (const id of jobs)
     if (!/^[1-9][0-9]{0,18}$/.test(id)) throw new HttpError(400, `jobs: ${id.slice(0, 30)} is not a job id`);
   return { queues: topics.includes("queues"), workers: topics.includes("workers"), jobs };
+}
+
+/** A job's attempt logs as text, each line redacted like a payload and each error like last_error. */
+function attemptLogsShown(
+  job: JobRow,
+  redact: Redactor,
+  redactError: (text: string | null, job: JobRow) => string | null,
+): string[] {
+  return (job.attempt_logs ?? []).map((log) => {
+    try {
+      const lines = redact(log.lines, { field: "logs", job }) as AttemptLog["lines"];
+      return attemptLogText({ ...log, lines, error: redactError(log.error, job) });
+    } catch {
+      return `attempt ${log.attempt}: (its log cannot be shown here; read attempt_logs with SQL)`;
+    }
+  });
 }
 
 function param(url: URL, name: string): string {

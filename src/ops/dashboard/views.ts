@@ -477,6 +477,7 @@ export function jobPage(
     error: string | null;
     result?: string | null;
     progress?: string | null;
+    attemptLogs?: string[];
   },
 ): SafeHtml {
   const here = `${ctx.base}/jobs/${job.id}`;
@@ -515,6 +516,9 @@ export function jobPage(
     shown.headers ? html`<h2>Headers</h2><pre>${shown.headers}</pre>` : "",
     shown.result ? html`<h2>Result</h2><pre id="result">${shown.result}</pre>` : "",
     html`<h2>Last error</h2>${shown.error ? html`<pre id="last-error">${shown.error}</pre>` : html`<p class="muted">None.</p>`}`,
+    shown.attemptLogs?.length
+      ? html`<h2>Attempt logs</h2><pre id="attempt-logs">${shown.attemptLogs.join("\n\n")}</pre>`
+      : "",
   ]);
 }
 
