@@ -190,8 +190,8 @@ ${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, 
   return layout(ctx, "Queues", [
     data.queues.length === 0
       ? html`<p class="muted">No jobs yet.</p>`
-      : html`<table id="queues"><thead><tr><th>Queue</th><th>Pending</th><th>Scheduled</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
-<tbody>${rows}</tbody></table>`,
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Queues"><table id="queues" data-all><thead><tr><th>Queue</th><th>Pending</th><th>Scheduled</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
+<tbody>${rows}</tbody></table></div>`,
     html`<h2>Health</h2>${warnings}`,
     html`<h2>Last hour, all queues</h2>${chartsBlock("1h", "", data.stats)}`,
     html`<h2>Workers</h2>${workers}`,
@@ -226,7 +226,7 @@ export function queuePage(
   );
   return layout(ctx, `Queue ${data.queue}`, [
     q
-      ? html`<div class="scroll"><table id="queues"><thead><tr><th>Pending</th><th>Scheduled</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
+      ? html`<div class="scroll" tabindex="0" role="region" aria-label="Queues"><table id="queues"><thead><tr><th>Pending</th><th>Scheduled</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
 <tbody><tr data-queue="${q.queue}" data-dead="${q.dead}" data-paused="${q.paused}"><td class="n" data-f="pending">${q.pending}</td><td class="n" data-f="scheduled">${q.scheduled}</td>
 <td class="n" data-f="running">${q.running}</td><td class="n">${q.dead}</td><td class="n" data-f="completed">${q.completedLastHour}</td><td class="n">${duration(q.oldestPendingSeconds)}</td>
 <td>${q.paused ? html`<strong>paused</strong>` : "active"}</td>
@@ -268,7 +268,7 @@ ${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
   return html`<h2>Limits</h2>${canAct ? form : summary}<h2>Paused keys</h2>${
     keys.length === 0
       ? html`<p class="muted">No key is paused.</p>`
-      : html`<table id="paused-keys"><thead><tr><th>Key</th><th>Paused until</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+      : html`<table id="paused-keys"><thead><tr><th>Key</th><th>Paused until</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${rows}</tbody></table>`
   }${
     canAct
       ? html`<form class="filters" method="post" action="${here}/keys/pause" aria-label="Pause a key">${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}
@@ -300,7 +300,7 @@ export function cronPage(ctx: PageContext, schedules: CronScheduleRow[], canAct:
   return layout(ctx, "Cron schedules", [
     schedules.length === 0
       ? html`<p class="muted">No schedules: they appear once a worker with a Scheduler declares them.</p>`
-      : html`<div class="scroll"><table id="cron"><thead><tr><th>Name</th><th>Expression</th><th>Queue</th><th>Kind</th><th>Last tick</th><th>Next tick</th><th>State</th><th>Actions</th></tr></thead><tbody>${rows}</tbody></table></div>`,
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Cron schedules"><table id="cron"><thead><tr><th>Name</th><th>Expression</th><th>Queue</th><th>Kind</th><th>Last tick</th><th>Next tick</th><th>State</th><th>Actions</th></tr></thead><tbody>${rows}</tbody></table></div>`,
     html`<p class="muted">"Run now" is enqueued by the next pass of a scheduler that declares the schedule (its payload lives in code). A paused schedule skips its ticks until resumed.</p>`,
   ]);
 }
@@ -309,7 +309,7 @@ export function cronPage(ctx: PageContext, schedules: CronScheduleRow[], canAct:
 export function workersTable(ctx: PageContext, workers: Array<WorkerPresence & { inFlight?: InFlight[] }>): SafeHtml {
   if (workers.length === 0)
     return html`<p class="muted" id="no-workers">No live workers have reported in (workers record themselves every 10 s).</p>`;
-  return html`<div class="scroll"><table id="workers"><thead><tr><th>Worker</th><th>Host</th><th>Queues</th><th>Kinds</th><th>In flight</th><th>Last seen</th></tr></thead><tbody>${workers.map(
+  return html`<div class="scroll" tabindex="0" role="region" aria-label="Workers"><table id="workers"><thead><tr><th>Worker</th><th>Host</th><th>Queues</th><th>Kinds</th><th>In flight</th><th>Last seen</th></tr></thead><tbody>${workers.map(
     (w) =>
       html`<tr data-worker="${w.id}"><td>${w.id}</td><td>${w.hostname ?? "—"}${w.pid ? ` · ${w.pid}` : ""}</td><td>${w.queues.join(", ")}</td><td>${w.kinds.join(", ")}</td>
 <td data-f="inflight">${
@@ -429,7 +429,7 @@ ${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${filterHidden(filter)}
     html`<div id="jobs-list"${before ? "" : html` data-live-list="${filter.queue}"`}>${
       jobs.length === 0
         ? html`<p class="muted">No jobs match.</p>`
-        : html`<div class="scroll"><table id="jobs"><thead><tr>${page.canAct ? html`<th><span class="skip-label">Select</span></th>` : ""}<th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Priority</th><th>Run at</th><th>Created</th><th>Payload</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table></div>`
+        : html`<div class="scroll" tabindex="0" role="region" aria-label="Jobs"><table id="jobs"><thead><tr>${page.canAct ? html`<th><span class="skip-label">Select</span></th>` : ""}<th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Priority</th><th>Run at</th><th>Created</th><th>Payload</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table></div>`
     }</div>`,
     paging,
   ]);
@@ -570,7 +570,7 @@ export function deadPage(
       : "",
     groups.length === 0
       ? html`<p class="muted">No dead jobs.</p>`
-      : html`<table id="dead"><thead><tr><th>Queue</th><th>Kind</th><th>Fingerprint</th><th>Jobs</th><th>Last seen</th><th>Latest</th><th>Error</th><th></th></tr></thead><tbody>${rows}</tbody></table>`,
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Dead jobs"><table id="dead"><thead><tr><th>Queue</th><th>Kind</th><th>Fingerprint</th><th>Jobs</th><th>Last seen</th><th>Latest</th><th>Error</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${rows}</tbody></table></div>`,
   ]);
 }
 
@@ -592,7 +592,7 @@ export function auditPage(ctx: PageContext, rows: AuditRow[], before: string, li
     html`<p class="muted">Every dashboard action, sign-in and sign-out: who, what, when and from where. Failed sign-ins go to the server log only.</p>`,
     rows.length === 0
       ? html`<p class="muted">Nothing recorded yet.</p>`
-      : html`<div class="scroll"><table id="audit"><thead><tr><th>When</th><th>Who</th><th>Role</th><th>What</th><th>Target</th><th>Details</th><th>From</th></tr></thead><tbody>${rows.map(
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Audit"><table id="audit"><thead><tr><th>When</th><th>Who</th><th>Role</th><th>What</th><th>Target</th><th>Details</th><th>From</th></tr></thead><tbody>${rows.map(
           (r) =>
             html`<tr><td>${time(r.at)}</td><td>${r.principal}</td><td>${r.role}</td><td>${r.action}</td><td>${r.target ?? "—"}</td>
 <td>${r.detail === null ? "—" : html`<code>${JSON.stringify(r.detail)}</code>`}</td><td>${r.client ?? "—"}<br><span class="muted">${r.user_agent ?? ""}</span></td></tr>`,
