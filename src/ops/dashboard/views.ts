@@ -52,7 +52,7 @@ pre{background:var(--card);border:1px solid var(--line);padding:8px;overflow:aut
 form.inline{display:inline}button{cursor:pointer;font:inherit;padding:2px 10px}.muted{color:var(--muted)}
 input,select{font:inherit;padding:2px 4px;background:var(--card);color:var(--fg);border:1px solid #6b7280}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;background:var(--card);padding:8px;border:1px solid var(--line)}
-dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:end}
+dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:end;margin:8px 0}
 .filters label{display:flex;flex-direction:column;font-size:12px;color:var(--muted)}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:12px}
 .chart{width:100%;height:auto;background:var(--card);border:1px solid var(--line)}
