@@ -224,6 +224,7 @@ test("sign in, watch counts live, filter, bulk-retry, follow a job's timeline, e
   for (const [link, name, selector] of [
     ["/workers", "dashboard-workers", "table#workers"],
     ["/cron", "dashboard-cron", "table#cron"],
+    ["/outbox", "dashboard-outbox", "#outbox-summary"],
     ["/audit", "dashboard-audit", "table#audit"],
   ] as const) {
     await page.click(`nav a[href="${link}"]`);

@@ -89,7 +89,7 @@ ${ctx.refresh ? html`<noscript><meta http-equiv="refresh" content="${ctx.refresh
 ${live.length > 0 ? html`<script src="${b}/assets/live.js" defer></script>` : ""}</head>
 <body data-base="${b}" data-live="${live.join(",")}"><a class="skip" href="#main">Skip to content</a>
 <header><nav aria-label="Main"><a class="brand" href="${b}/">${ctx.title}</a>
-<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/cron">Cron</a><a href="${b}/dead">Dead</a><a href="${b}/audit">Audit</a><a href="${b}/metrics">Metrics</a></nav>
+<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/cron">Cron</a><a href="${b}/dead">Dead</a><a href="${b}/outbox">Outbox</a><a href="${b}/audit">Audit</a><a href="${b}/metrics">Metrics</a></nav>
 ${ctx.role === "viewer" ? html`<span class="live" title="This credential only reads">read-only</span>` : ""}
 ${live.length > 0 ? html`<span id="live" class="live off" title="Live updates">static</span>` : ""}
 ${ctx.csrf === undefined ? "" : html`<form class="inline signout" method="post" action="${b}/logout">${csrfField(ctx.csrf)}<button type="submit">Sign out</button></form>`}
@@ -571,6 +571,39 @@ export function deadPage(
     groups.length === 0
       ? html`<p class="muted">No dead jobs.</p>`
       : html`<div class="scroll" tabindex="0" role="region" aria-label="Dead jobs"><table id="dead"><thead><tr><th>Queue</th><th>Kind</th><th>Fingerprint</th><th>Jobs</th><th>Last seen</th><th>Latest</th><th>Error</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${rows}</tbody></table></div>`,
+  ]);
+}
+
+export interface OutboxKeyRow {
+  topic: string;
+  key: string;
+  backlog: number;
+  oldest: Date;
+  attempts: number;
+  error: string | null;
+  next_try: Date;
+}
+
+export function outboxPage(
+  ctx: PageContext,
+  summary: { undelivered: number; oldest: Date | null; keys: number; failing: number },
+  keys: OutboxKeyRow[],
+): SafeHtml {
+  const here = `${ctx.base}/outbox`;
+  return layout(ctx, "Outbox", [
+    html`<p id="outbox-summary">${summary.undelivered} undelivered event(s) over ${summary.keys} key(s); ${summary.failing} failed at least once${
+      summary.oldest ? html`; the oldest was written ${time(summary.oldest)}` : ""
+    }.</p>`,
+    keys.length === 0
+      ? html`<p class="muted">Nothing waits: every event was delivered.</p>`
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Outbox keys"><table id="outbox"><thead><tr><th>Topic</th><th>Key</th><th>Backlog</th><th>Oldest</th><th>Attempts</th><th>Next try</th><th>Error</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${keys.map(
+          (
+            k,
+          ) => html`<tr data-key="${k.key}"><td>${k.topic}</td><td><code>${k.key}</code></td><td class="n">${k.backlog}</td><td>${time(k.oldest)}</td>
+<td class="n">${k.attempts}</td><td>${time(k.next_try)}</td><td>${firstLine(k.error)}</td>
+<td>${k.attempts > 0 ? action(ctx, "/outbox/retry", "Retry now", { topic: k.topic, key: k.key, back: here }) : ""}</td></tr>`,
+        )}</tbody></table></div>`,
+    html`<p class="muted">Failing keys first. A key's events go out in order, so one failing event holds its key back; "Retry now" makes its events due at once.</p>`,
   ]);
 }
 
