@@ -1,20 +1,26 @@
 /**
  * The dashboard in a real browser (Debian's Chromium through playwright-core):
- * sign in, see the queues, open a dead job, retry it and watch a running
- * worker complete it; without credentials every page answers 401. Saves a
- * screenshot to docs/dashboard.png and .ci-artifacts/.
+ * sign in, watch a count change live after an enqueue from another process,
+ * open a queue and edit a limit, filter the jobs, bulk-retry a dead one, follow
+ * its page live to completed, visit every page (axe-core: no serious or
+ * critical violation, light and dark), try the keyboard, sign out; without
+ * credentials every page answers 401. Screenshots of every page go to
+ * .ci-artifacts/ and, outside CI, docs/.
  */
 import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { type BrowserContext, chromium } from "playwright-core";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import {
+  Admin,
   defineJob,
   FailPermanently,
   type RunningDashboard,
+  Scheduler,
   silentLogger,
   startDashboard,
   type Worker,
@@ -34,6 +40,7 @@ const ARGS = [
   "--disable-sync",
 ];
 const TOKEN = "browser-test-token-0123456789";
+const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 const invoice = defineJob<{ customer: string; amount: number; apiKey?: string }>("send-invoice", { queue: "billing" });
 
 let t: TestQueue;
@@ -72,6 +79,7 @@ beforeAll(async () => {
     const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE status = 'dead'`);
     return rows[0].n === 1;
   });
+  await new Scheduler(t.skipq).add("0 6 * * *", "nightly-report", { full: true }, { queue: "email" }).runOnce();
   dashboard = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {} });
   profile = mkdtempSync(path.join(os.tmpdir(), "skipq-chromium-"));
   browser = await chromium.launchPersistentContext(profile, {
@@ -90,10 +98,29 @@ afterAll(async () => {
   await t?.cleanup();
 });
 
-test("sign in, see the queues, retry a dead job and watch it complete", async () => {
+/** axe-core in the page (through the DevTools protocol, so the page's CSP stays as it is): serious and critical violations. */
+async function accessibility(page: Page, label: string): Promise<void> {
+  await page.evaluate(AXE);
+  // A string, evaluated in the page: this file is typed without the DOM library.
+  const violations =
+    (await page.evaluate(`axe.run(document, { runOnly: ["wcag2a", "wcag2aa", "best-practice"] }).then((r) =>
+    r.violations.filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => v.id + " (" + v.impact + "): " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")))`)) as string[];
+  expect(violations, label).toEqual([]);
+}
+
+/** A screenshot into .ci-artifacts/ and, outside CI, docs/ (the docs show these). */
+async function shot(page: Page, name: string, fullPage = false): Promise<void> {
+  mkdirSync(".ci-artifacts", { recursive: true });
+  await page.screenshot({ path: `.ci-artifacts/${name}.png`, fullPage: true });
+  if (!process.env.CI) await page.screenshot({ path: `docs/${name}.png`, fullPage });
+}
+
+test("sign in, watch counts live, filter, bulk-retry, follow a job's timeline, edit a limit, every page accessible, sign out", async () => {
   const page = await browser.newPage();
   const first = await page.goto(dashboard.url);
   expect(first?.status()).toBe(401);
+  await accessibility(page, "sign-in");
 
   await page.fill('input[name="token"]', "not-the-token-at-all");
   await page.click('button[type="submit"]');
@@ -112,7 +139,8 @@ test("sign in, see the queues, retry a dead job and watch it complete", async ()
   const scheduledCell = page.locator('tr[data-queue="email"] [data-f="scheduled"]');
   const scheduledBefore = Number(await scheduledCell.textContent());
   const navigations: string[] = [];
-  page.on("framenavigated", (frame) => navigations.push(frame.url()));
+  const onNavigate = (frame: { url(): string }) => navigations.push(frame.url());
+  page.on("framenavigated", onNavigate);
   const started = Date.now();
   await promisify(execFile)(
     process.execPath,
@@ -124,35 +152,91 @@ test("sign in, see the queues, retry a dead job and watch it complete", async ()
     .toBe(scheduledBefore + 1);
   console.log(`live count updated ${Date.now() - started} ms after the enqueue command started`);
   expect(navigations).toEqual([]);
+  page.off("framenavigated", onNavigate);
+  await accessibility(page, "overview");
+  await shot(page, "dashboard");
 
-  mkdirSync(".ci-artifacts", { recursive: true });
-  await page.screenshot({ path: ".ci-artifacts/dashboard-overview.png", fullPage: true });
-  if (!process.env.CI) await page.screenshot({ path: "docs/dashboard.png", fullPage: false });
+  // Keyboard: the first Tab lands on the skip link, visibly focused.
+  await page.keyboard.press("Tab");
+  expect(await page.evaluate("document.activeElement.textContent")).toBe("Skip to content");
+  expect(await page.evaluate("getComputedStyle(document.activeElement).outlineStyle")).not.toBe("none");
 
+  // Phone width and dark mode.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await shot(page, "dashboard-phone");
+  await page.emulateMedia({ colorScheme: "dark" });
+  await accessibility(page, "overview, dark");
+  await shot(page, "dashboard-dark");
+  await page.emulateMedia({ colorScheme: "light" });
+  await page.setViewportSize({ width: 1280, height: 900 });
+
+  // A queue: charts, and a limit edited.
+  await page.click('tr[data-queue="billing"] a[href="/queues/billing"]');
+  await page.waitForSelector("#chart-depth");
+  await page.fill('#limits input[name="concurrency"]', "3");
+  await page.click('#limits button[type="submit"]');
+  await expect.poll(() => page.textContent("[role=status]")).toContain("Limits of billing saved.");
+  expect((await new Admin(t.skipq).getQueueLimits("billing"))[0]?.concurrency).toBe(3);
+  // The browser refuses 0 itself (min="1"); the server refuses what the form cannot check: a rate without a window.
+  await page.fill('#limits input[name="rateLimit"]', "10");
+  await page.click('#limits button[type="submit"]');
+  await expect.poll(() => page.textContent("[role=status]")).toContain("needs both a number of starts and a window");
+  expect((await new Admin(t.skipq).getQueueLimits("billing"))[0]?.rate).toBeNull();
+  await accessibility(page, "queue");
+  await shot(page, "dashboard-queue");
+
+  // Dead jobs by fingerprint.
   await page.click('a[href="/dead"]');
   await page.waitForSelector("table#dead");
   expect(await page.textContent("table#dead")).toContain("font <Helvetica> missing");
-  await page.click("table#dead td:nth-child(6) a");
-  await page.waitForSelector("dl#job");
-  expect(await page.textContent("#job-status")).toContain("dead");
+  await accessibility(page, "dead");
+  await shot(page, "dashboard-dead");
+
+  // The explorer: filter, select, bulk-retry with the count shown first.
+  brokenCustomer = "nobody"; // the fix is deployed
+  await page.click('nav a[href="/jobs"]');
+  await page.fill('form[role=search] input[name="queue"]', "billing");
+  await page.selectOption('form[role=search] select[name="status"]', "dead");
+  await page.click('form[role=search] button[type="submit"]');
+  await expect.poll(() => page.locator("#jobs tbody tr").count()).toBe(1);
+  await accessibility(page, "jobs");
+  await shot(page, "dashboard-jobs");
+  const deadId = (await page.getAttribute("#jobs tbody tr", "data-watch-job")) as string;
+  await page.check(`input[name=ids][value="${deadId}"]`);
+  await page.selectOption('#bulk select[name="action"]', "retry");
+  await page.click('#bulk button[value="selected"]');
+  await expect.poll(() => page.textContent("#bulk-count")).toContain("this touches 1 job(s)");
+  await accessibility(page, "bulk confirm");
+  await shot(page, "dashboard-bulk");
+  await page.click("#bulk-confirm");
+  await expect.poll(() => page.textContent("[role=status]")).toContain("retry: 1 job(s) changed.");
+
+  // The job's page follows it live to completed (no reload), timeline and redaction included.
+  await page.goto(new URL(`jobs/${deadId}`, dashboard.url).toString());
+  await expect.poll(() => page.textContent("#job-status"), { timeout: 20_000, interval: 100 }).toContain("completed");
   expect(await page.textContent("#payload")).toContain("[redacted]");
   expect(await page.textContent("#payload")).not.toContain("sk-live-secret");
-  expect(await page.textContent("#last-error")).toContain("PDF renderer rejected invoice for globex");
-  await page.screenshot({ path: ".ci-artifacts/dashboard-dead-job.png", fullPage: true });
+  expect(await page.textContent("#timeline")).toMatch(/Attempt 1 started/);
+  expect(await page.textContent("#timeline")).toMatch(/Completed/);
+  await accessibility(page, "job");
+  await shot(page, "dashboard-job");
 
-  brokenCustomer = "nobody"; // the fix is deployed
-  await page.click('button:has-text("Retry")');
-  await expect.poll(() => page.textContent("[role=status]")).toContain("pending again");
-  await expect
-    .poll(
-      async () => {
-        await page.reload();
-        return page.textContent("#job-status");
-      },
-      { timeout: 20_000, interval: 250 },
-    )
-    .toContain("completed");
-  await page.screenshot({ path: ".ci-artifacts/dashboard-retried-job.png", fullPage: true });
+  for (const [link, name, selector] of [
+    ["/workers", "dashboard-workers", "table#workers"],
+    ["/cron", "dashboard-cron", "table#cron"],
+    ["/outbox", "dashboard-outbox", "#outbox-summary"],
+    ["/audit", "dashboard-audit", "table#audit"],
+  ] as const) {
+    await page.click(`nav a[href="${link}"]`);
+    await page.waitForSelector(selector);
+    await accessibility(page, name);
+    await shot(page, name);
+  }
+  expect(await page.textContent("table#audit")).toMatch(/bulk retry[\s\S]*queue limits[\s\S]*sign-in/);
+
+  await page.click('button:has-text("Sign out")');
+  await page.waitForSelector('input[name="token"]');
+  expect((await page.goto(dashboard.url))?.status()).toBe(401);
   await page.close();
 });
 

@@ -26,6 +26,13 @@ test("examples/fleet.ts runs a worker whose own connections carry the partition 
   expect(out).toContain("ran 3 jobs");
 });
 
+test("examples/dashboard-live.ts sees a count change live, a viewer refused an action, and the explorer's payload filter", async () => {
+  const out = await runExample("examples/dashboard-live.ts");
+  expect(out).toContain("live: billing shows 1 pending");
+  expect(out).toContain("viewer pausing a queue: 403");
+  expect(out).toContain("jobs with customer.id 42: 1");
+});
+
 test("examples/metrics.ts serves skipq_* metrics counting its three completed jobs", async () => {
   expect(await runExample("examples/metrics.ts")).toMatch(
     /skipq_jobs_completed_total\{queue="default",kind="resize-image"\} 3/,

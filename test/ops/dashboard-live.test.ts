@@ -210,3 +210,52 @@ test("a queue's page draws throughput, failures, depth and wait from the rollup 
     400,
   );
 });
+
+test("a worker joining shows in the workers feed with its in-flight job; signing out ends the session's streams", async () => {
+  const stream = await open("topics=workers");
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  const worker = t.skipq
+    .worker({ queues: ["live-w"], pollInterval: "50ms", presenceInterval: "1s", maintenance: false })
+    .register("hold", () => held);
+  await worker.start();
+  try {
+    const { id } = await t.skipq.enqueue("hold", {}, { queue: "live-w" });
+    await until("the worker and its job in the feed", () => {
+      const workers = last(stream, "workers") as Array<{ id: string; inFlight: Array<{ id: string }> }> | undefined;
+      return workers?.find((w) => w.id === worker.id)?.inFlight.some((j) => j.id === id);
+    });
+  } finally {
+    release();
+    await worker.stop();
+  }
+  await until("the worker gone from the feed", () => {
+    const workers = last(stream, "workers") as Array<{ id: string }> | undefined;
+    return workers !== undefined && !workers.some((w) => w.id === worker.id);
+  });
+
+  // Sign out (a fresh session, so the suite's own stays valid): its open stream ends at once.
+  const res = await fetch(`${origin}/ops/login`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ token: TOKEN, next: "/ops/" }).toString(),
+    redirect: "manual",
+  });
+  const other = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(
+    await (await fetch(`${origin}/ops/`, { headers: { cookie: other } })).text(),
+  )?.[1];
+  const mine = await open("topics=queues", { cookie: other });
+  await until("its stream is open", () => dashboard.live?.size === 2);
+  await fetch(`${origin}/ops/logout`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", cookie: other },
+    body: new URLSearchParams({ _csrf: csrf as string }).toString(),
+    redirect: "manual",
+  });
+  await until("only the other stream is left", () => dashboard.live?.size === 1);
+  mine.close();
+  stream.close();
+});

@@ -157,3 +157,23 @@ test("limits and paused keys are edited on the queue's page, and bad input chang
   ).toContain("resumed");
   expect(await admin.pausedKeys("limited")).toEqual([]);
 });
+
+test("the outbox page shows the backlog per key, failing keys first, and retries a key now", async () => {
+  const s = `"${t.schema}"`;
+  await t.db.query(
+    `INSERT INTO ${s}.outbox (topic, key, event, attempts, run_at, last_error, created_at)
+     VALUES ('orders', 'order-1', '{}', 0, now(), NULL, now() - interval '5 minutes'),
+            ('orders', 'order-1', '{}', 0, now(), NULL, now() - interval '4 minutes'),
+            ('orders', 'order-2', '{}', 3, now() + interval '1 hour', 'Error: broker <down> password=hunter2', now() - interval '2 minutes')`,
+  );
+  const page = await (await get("outbox")).text();
+  expect(page).toContain("3 undelivered event(s) over 2 key(s); 1 failed at least once");
+  const rows = [...page.matchAll(/<tr data-key="([^"]+)">/g)].map((m) => m[1]);
+  expect(rows).toEqual(["order-2", "order-1"]);
+  expect(page).toContain("Error: broker &lt;down&gt;");
+  const retried = await post("outbox/retry", { _csrf: csrf, topic: "orders", key: "order-2", back: "/outbox" });
+  expect(flash(retried)).toContain("1 event(s) of key order-2 are due now.");
+  const { rows: due } = await t.db.query(`SELECT run_at <= now() AS due FROM ${s}.outbox WHERE key = 'order-2'`);
+  expect(due[0].due).toBe(true);
+  expect((await post("outbox/retry", { _csrf: csrf, topic: "orders", key: "", back: "/outbox" })).status).toBe(400);
+});

@@ -47,7 +47,7 @@ async function signIn(form: Record<string, string>) {
 test("the read-only credential sees every page without action forms, and every action answers 403", async () => {
   const { id } = await t.skipq.enqueue("k", {}, { queue: "roles" });
   const viewer = await signIn({ user: "watcher", password: "look but no touch" });
-  for (const path of ["", "jobs", `jobs/${id}`, "dead", "workers", "cron", "audit", "queues/roles"]) {
+  for (const path of ["", "jobs", `jobs/${id}`, "dead", "workers", "cron", "audit", "outbox", "queues/roles"]) {
     const res = await get(path, viewer.cookie);
     expect(res.status, path).toBe(200);
     const html = await res.text();
@@ -61,6 +61,7 @@ test("the read-only credential sees every page without action forms, and every a
     ["jobs/bulk", { action: "delete", scope: "filter", confirm: "1" }],
     ["queues/roles/limits", { concurrency: "1" }],
     ["cron/x/pause", {}],
+    ["outbox/retry", { topic: "t", key: "k" }],
   ] as Array<[string, Record<string, string>]>) {
     const res = await post(path, { _csrf: viewer.csrf, ...form }, { cookie: viewer.cookie });
     expect(res.status, path).toBe(403);

@@ -47,6 +47,23 @@ export function dashboardStatements(names: Schema) {
       /** The audit page: newest first, ids below $1 (keyset), $2 rows. */
       auditList: `SELECT id, at, principal, role, action, target, detail, client, user_agent
                    FROM ${schema}.dashboard_audit WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2`,
+      /** The outbox's undelivered events in one row: how many, the oldest, over how many keys, how many failed before. */
+      outboxSummary: `SELECT count(*)::int AS undelivered, min(created_at) AS oldest, count(DISTINCT key)::int AS keys,
+                            count(*) FILTER (WHERE attempts > 0)::int AS failing
+                       FROM ${schema}.outbox WHERE delivered_at IS NULL`,
+      /**
+       * Undelivered events per topic and key, failing keys first (outbox_undelivered_key: the backlog, never the
+       * delivered history): backlog, oldest, most attempts, the first error, the next try. At most $1 keys.
+       */
+      outboxKeys: `SELECT topic, key, count(*)::int AS backlog, min(created_at) AS oldest, max(attempts)::int AS attempts,
+                         left((array_agg(last_error ORDER BY id) FILTER (WHERE last_error IS NOT NULL))[1], 300) AS error,
+                         min(run_at) AS next_try
+                    FROM ${schema}.outbox WHERE delivered_at IS NULL
+                   GROUP BY topic, key ORDER BY max(attempts) DESC, count(*) DESC, key LIMIT $1`,
+      /** A key's undelivered events of topic $2 are due now (those a relay holds under a live lease are left to it). */
+      outboxRetryKey: `UPDATE ${schema}.outbox SET run_at = now()
+                        WHERE key = $1 AND topic = $2 AND delivered_at IS NULL
+                          AND (lease IS NULL OR lease_expires_at < now())`,
       /** Jobs in flight, for the workers page: the running partial index (jobs_running_lease), bounded. */
       liveRunning: `SELECT id, queue, kind, locked_by, locked_at, attempts, max_attempts
                      FROM ${schema}.jobs WHERE status = 'running' ORDER BY locked_at LIMIT 1000`,

@@ -104,10 +104,12 @@ export const LIVE_JS = `"use strict";
     var rows = JSON.parse(e.data);
     var table = document.getElementById("queues");
     if (!table) return;
-    if (table.querySelectorAll("tr[data-queue]").length !== rows.length) { refresh(); return; }
+    // The overview lists every queue (a new one needs new rows); a queue's page shows its own row only.
+    var all = table.hasAttribute("data-all");
+    if (all && table.querySelectorAll("tr[data-queue]").length !== rows.length) { refresh(); return; }
     rows.forEach(function (q) {
       var tr = table.querySelector('tr[data-queue="' + CSS.escape(q.queue) + '"]');
-      if (!tr) { refresh(); return; }
+      if (!tr) { if (all) refresh(); return; }
       set(tr, "pending", q.pending);
       set(tr, "scheduled", q.scheduled);
       set(tr, "running", q.running);

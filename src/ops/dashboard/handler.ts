@@ -63,6 +63,7 @@ import {
   jobPage,
   jobsPage,
   messagePage,
+  outboxPage,
   overviewPage,
   type PageContext,
   queuePage,
@@ -381,6 +382,18 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         const { rows } = await skipq.store.query(skipq.store.sql.dashboard.auditList, [before || null, 100]);
         return page(200, auditPage(ctx, rows, before, 100));
       }
+      if (rel === "/outbox") {
+        const sql = skipq.store.sql.dashboard;
+        const [summary, keys] = await Promise.all([
+          skipq.store.query(sql.outboxSummary),
+          skipq.store.query(sql.outboxKeys, [200]),
+        ]);
+        const shown = keys.rows.map((k) => ({
+          ...k,
+          error: redactError(k.error, { id: "outbox", queue: k.topic, kind: "outbox" }),
+        }));
+        return page(200, outboxPage({ ...ctx, refresh: 10 }, summary.rows[0], shown));
+      }
       if (rel === "/cron") {
         return page(200, cronPage({ ...ctx, refresh: 30 }, await admin.cronSchedules(), ctx.canAct !== false));
       }
@@ -607,6 +620,15 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       }
       const n = await admin.retryDead(queue);
       return done(`${n} dead job(s) in ${queue} are pending again.`);
+    }
+    if (rel === "/outbox/retry") {
+      const topic = formParam(form, "topic");
+      const key = form.get("key") ?? "";
+      if (!topic || key.length === 0 || key.length > 512)
+        throw new HttpError(400, "a topic and a key (1–512 characters) are needed");
+      const { rowCount } = await skipq.store.query(skipq.store.sql.dashboard.outboxRetryKey, [key, topic]);
+      await record("outbox retry", `outbox ${topic}/${key}`.slice(0, 600), { events: rowCount ?? 0 });
+      return done(`${rowCount ?? 0} event(s) of key ${key} are due now.`);
     }
     if (rel === "/dead/retry") {
       const fingerprint = form.get("fingerprint") ?? "";

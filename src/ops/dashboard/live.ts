@@ -276,7 +276,13 @@ export class LiveHub {
       ids.size > 0 ? this.readJobs([...ids]) : undefined,
     ]);
     if (q) {
-      const text = JSON.stringify(q satisfies QueueOverview[]);
+      // Whole seconds: the oldest job's age alone would otherwise make every tick a change.
+      const text = JSON.stringify(
+        (q satisfies QueueOverview[]).map((r) => ({
+          ...r,
+          oldestPendingSeconds: r.oldestPendingSeconds === null ? null : Math.round(r.oldestPendingSeconds),
+        })),
+      );
       if (text !== this.last.queues) {
         this.last.queues = text;
         for (const v of this.viewers) if (v.interest.queues) this.write(v, "queues", text);

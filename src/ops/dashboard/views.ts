@@ -52,7 +52,7 @@ pre{background:var(--card);border:1px solid var(--line);padding:8px;overflow:aut
 form.inline{display:inline}button{cursor:pointer;font:inherit;padding:2px 10px}.muted{color:var(--muted)}
 input,select{font:inherit;padding:2px 4px;background:var(--card);color:var(--fg);border:1px solid #6b7280}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;background:var(--card);padding:8px;border:1px solid var(--line)}
-dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:end}
+dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:end;margin:8px 0}
 .filters label{display:flex;flex-direction:column;font-size:12px;color:var(--muted)}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:12px}
 .chart{width:100%;height:auto;background:var(--card);border:1px solid var(--line)}
@@ -89,7 +89,7 @@ ${ctx.refresh ? html`<noscript><meta http-equiv="refresh" content="${ctx.refresh
 ${live.length > 0 ? html`<script src="${b}/assets/live.js" defer></script>` : ""}</head>
 <body data-base="${b}" data-live="${live.join(",")}"><a class="skip" href="#main">Skip to content</a>
 <header><nav aria-label="Main"><a class="brand" href="${b}/">${ctx.title}</a>
-<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/cron">Cron</a><a href="${b}/dead">Dead</a><a href="${b}/audit">Audit</a><a href="${b}/metrics">Metrics</a></nav>
+<a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/cron">Cron</a><a href="${b}/dead">Dead</a><a href="${b}/outbox">Outbox</a><a href="${b}/audit">Audit</a><a href="${b}/metrics">Metrics</a></nav>
 ${ctx.role === "viewer" ? html`<span class="live" title="This credential only reads">read-only</span>` : ""}
 ${live.length > 0 ? html`<span id="live" class="live off" title="Live updates">static</span>` : ""}
 ${ctx.csrf === undefined ? "" : html`<form class="inline signout" method="post" action="${b}/logout">${csrfField(ctx.csrf)}<button type="submit">Sign out</button></form>`}
@@ -190,8 +190,8 @@ ${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, 
   return layout(ctx, "Queues", [
     data.queues.length === 0
       ? html`<p class="muted">No jobs yet.</p>`
-      : html`<table id="queues"><thead><tr><th>Queue</th><th>Pending</th><th>Scheduled</th><th>Waiting</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
-<tbody>${rows}</tbody></table>`,
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Queues"><table id="queues" data-all><thead><tr><th>Queue</th><th>Pending</th><th>Scheduled</th><th>Waiting</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
+<tbody>${rows}</tbody></table></div>`,
     html`<h2>Health</h2>${warnings}`,
     html`<h2>Last hour, all queues</h2>${chartsBlock("1h", "", data.stats)}`,
     html`<h2>Workers</h2>${workers}`,
@@ -226,7 +226,7 @@ export function queuePage(
   );
   return layout(ctx, `Queue ${data.queue}`, [
     q
-      ? html`<div class="scroll"><table id="queues"><thead><tr><th>Pending</th><th>Scheduled</th><th>Waiting</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
+      ? html`<div class="scroll" tabindex="0" role="region" aria-label="Queues"><table id="queues"><thead><tr><th>Pending</th><th>Scheduled</th><th>Waiting</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
 <tbody><tr data-queue="${q.queue}" data-dead="${q.dead}" data-paused="${q.paused}"><td class="n" data-f="pending">${q.pending}</td><td class="n" data-f="scheduled">${q.scheduled}</td>
 <td class="n" data-f="waiting">${q.waiting}</td><td class="n" data-f="running">${q.running}</td><td class="n">${q.dead}</td><td class="n" data-f="completed">${q.completedLastHour}</td><td class="n">${duration(q.oldestPendingSeconds)}</td>
 <td>${q.paused ? html`<strong>paused</strong>` : "active"}</td>
@@ -268,7 +268,7 @@ ${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
   return html`<h2>Limits</h2>${canAct ? form : summary}<h2>Paused keys</h2>${
     keys.length === 0
       ? html`<p class="muted">No key is paused.</p>`
-      : html`<table id="paused-keys"><thead><tr><th>Key</th><th>Paused until</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+      : html`<table id="paused-keys"><thead><tr><th>Key</th><th>Paused until</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${rows}</tbody></table>`
   }${
     canAct
       ? html`<form class="filters" method="post" action="${here}/keys/pause" aria-label="Pause a key">${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}
@@ -300,7 +300,7 @@ export function cronPage(ctx: PageContext, schedules: CronScheduleRow[], canAct:
   return layout(ctx, "Cron schedules", [
     schedules.length === 0
       ? html`<p class="muted">No schedules: they appear once a worker with a Scheduler declares them.</p>`
-      : html`<div class="scroll"><table id="cron"><thead><tr><th>Name</th><th>Expression</th><th>Queue</th><th>Kind</th><th>Last tick</th><th>Next tick</th><th>State</th><th>Actions</th></tr></thead><tbody>${rows}</tbody></table></div>`,
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Cron schedules"><table id="cron"><thead><tr><th>Name</th><th>Expression</th><th>Queue</th><th>Kind</th><th>Last tick</th><th>Next tick</th><th>State</th><th>Actions</th></tr></thead><tbody>${rows}</tbody></table></div>`,
     html`<p class="muted">"Run now" is enqueued by the next pass of a scheduler that declares the schedule (its payload lives in code). A paused schedule skips its ticks until resumed.</p>`,
   ]);
 }
@@ -309,7 +309,7 @@ export function cronPage(ctx: PageContext, schedules: CronScheduleRow[], canAct:
 export function workersTable(ctx: PageContext, workers: Array<WorkerPresence & { inFlight?: InFlight[] }>): SafeHtml {
   if (workers.length === 0)
     return html`<p class="muted" id="no-workers">No live workers have reported in (workers record themselves every 10 s).</p>`;
-  return html`<div class="scroll"><table id="workers"><thead><tr><th>Worker</th><th>Host</th><th>Queues</th><th>Kinds</th><th>In flight</th><th>Last seen</th></tr></thead><tbody>${workers.map(
+  return html`<div class="scroll" tabindex="0" role="region" aria-label="Workers"><table id="workers"><thead><tr><th>Worker</th><th>Host</th><th>Queues</th><th>Kinds</th><th>In flight</th><th>Last seen</th></tr></thead><tbody>${workers.map(
     (w) =>
       html`<tr data-worker="${w.id}"><td>${w.id}</td><td>${w.hostname ?? "—"}${w.pid ? ` · ${w.pid}` : ""}</td><td>${w.queues.join(", ")}</td><td>${w.kinds.join(", ")}</td>
 <td data-f="inflight">${
@@ -429,7 +429,7 @@ ${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${filterHidden(filter)}
     html`<div id="jobs-list"${before ? "" : html` data-live-list="${filter.queue}"`}>${
       jobs.length === 0
         ? html`<p class="muted">No jobs match.</p>`
-        : html`<div class="scroll"><table id="jobs"><thead><tr>${page.canAct ? html`<th><span class="skip-label">Select</span></th>` : ""}<th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Priority</th><th>Run at</th><th>Created</th><th>Payload</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table></div>`
+        : html`<div class="scroll" tabindex="0" role="region" aria-label="Jobs"><table id="jobs"><thead><tr>${page.canAct ? html`<th><span class="skip-label">Select</span></th>` : ""}<th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Priority</th><th>Run at</th><th>Created</th><th>Payload</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table></div>`
     }</div>`,
     paging,
   ]);
@@ -583,7 +583,40 @@ export function deadPage(
       : "",
     groups.length === 0
       ? html`<p class="muted">No dead jobs.</p>`
-      : html`<table id="dead"><thead><tr><th>Queue</th><th>Kind</th><th>Fingerprint</th><th>Jobs</th><th>Last seen</th><th>Latest</th><th>Error</th><th></th></tr></thead><tbody>${rows}</tbody></table>`,
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Dead jobs"><table id="dead"><thead><tr><th>Queue</th><th>Kind</th><th>Fingerprint</th><th>Jobs</th><th>Last seen</th><th>Latest</th><th>Error</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${rows}</tbody></table></div>`,
+  ]);
+}
+
+export interface OutboxKeyRow {
+  topic: string;
+  key: string;
+  backlog: number;
+  oldest: Date;
+  attempts: number;
+  error: string | null;
+  next_try: Date;
+}
+
+export function outboxPage(
+  ctx: PageContext,
+  summary: { undelivered: number; oldest: Date | null; keys: number; failing: number },
+  keys: OutboxKeyRow[],
+): SafeHtml {
+  const here = `${ctx.base}/outbox`;
+  return layout(ctx, "Outbox", [
+    html`<p id="outbox-summary">${summary.undelivered} undelivered event(s) over ${summary.keys} key(s); ${summary.failing} failed at least once${
+      summary.oldest ? html`; the oldest was written ${time(summary.oldest)}` : ""
+    }.</p>`,
+    keys.length === 0
+      ? html`<p class="muted">Nothing waits: every event was delivered.</p>`
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Outbox keys"><table id="outbox"><thead><tr><th>Topic</th><th>Key</th><th>Backlog</th><th>Oldest</th><th>Attempts</th><th>Next try</th><th>Error</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${keys.map(
+          (
+            k,
+          ) => html`<tr data-key="${k.key}"><td>${k.topic}</td><td><code>${k.key}</code></td><td class="n">${k.backlog}</td><td>${time(k.oldest)}</td>
+<td class="n">${k.attempts}</td><td>${time(k.next_try)}</td><td>${firstLine(k.error)}</td>
+<td>${k.attempts > 0 ? action(ctx, "/outbox/retry", "Retry now", { topic: k.topic, key: k.key, back: here }) : ""}</td></tr>`,
+        )}</tbody></table></div>`,
+    html`<p class="muted">Failing keys first. A key's events go out in order, so one failing event holds its key back; "Retry now" makes its events due at once.</p>`,
   ]);
 }
 
@@ -605,7 +638,7 @@ export function auditPage(ctx: PageContext, rows: AuditRow[], before: string, li
     html`<p class="muted">Every dashboard action, sign-in and sign-out: who, what, when and from where. Failed sign-ins go to the server log only.</p>`,
     rows.length === 0
       ? html`<p class="muted">Nothing recorded yet.</p>`
-      : html`<div class="scroll"><table id="audit"><thead><tr><th>When</th><th>Who</th><th>Role</th><th>What</th><th>Target</th><th>Details</th><th>From</th></tr></thead><tbody>${rows.map(
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Audit"><table id="audit"><thead><tr><th>When</th><th>Who</th><th>Role</th><th>What</th><th>Target</th><th>Details</th><th>From</th></tr></thead><tbody>${rows.map(
           (r) =>
             html`<tr><td>${time(r.at)}</td><td>${r.principal}</td><td>${r.role}</td><td>${r.action}</td><td>${r.target ?? "—"}</td>
 <td>${r.detail === null ? "—" : html`<code>${JSON.stringify(r.detail)}</code>`}</td><td>${r.client ?? "—"}<br><span class="muted">${r.user_agent ?? ""}</span></td></tr>`,
