@@ -56,7 +56,9 @@ export { Admin } from "./ops/admin.js";
 export {
   type CronScheduleRow,
   type DeadGroup,
+  type FlowNode,
   JOB_STATUSES,
+  type JobFlow,
   type JobRow,
   type JobStatus,
   type ListOptions,

@@ -35,6 +35,27 @@ export interface JobRow {
   completed_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** What its handler returned (JSON), once completed; null otherwise. */
+  result?: unknown;
+  /** Workflows: the jobs this one waits for (its dependsOn); empty for a plain job. */
+  dependsOn?: string[];
+  /** Workflows: those of `dependsOn` still holding it back (not completed, or failed under "wait"/"cancel"). */
+  waitingOn?: string[];
+}
+
+/** Workflows: a job in the graph around another (`Admin.flow`); kind and status null once pruned. */
+export interface FlowNode {
+  id: string;
+  kind: string | null;
+  status: JobStatus | null;
+  result: unknown;
+}
+
+/** Workflows: a job with its parents and children (`Admin.flow`, `skipq flow`, the dashboard). */
+export interface JobFlow {
+  job: FlowNode;
+  parents: FlowNode[];
+  children: FlowNode[];
 }
 
 /** A job as lists show it: no payload (only its size), no lease or key details. */

@@ -48,3 +48,12 @@ test("examples/flow-control.ts keeps each customer within its limit and groups d
   expect(out).toMatch(/limits: at most [12] syncs per customer at once/);
   expect(out).toContain('dead: 1 job(s) failed with "FailPermanently: page 13 does not exist"');
 });
+
+test("examples/workflows.ts runs a diamond, a fan-out with its fan-in, and a batch with callbacks", async () => {
+  const out = await runExample("examples/workflows.ts");
+  expect(out).toContain("publish: parents resize and thumbnail, widths 800, 120");
+  expect(out).toContain("merge: 5 pages merged");
+  expect(out).toContain("report: batch finished, 1 charge(s) failed");
+  expect(out).not.toContain("thank-you: sent");
+  expect(out).toMatch(/batch \d+: \{"completed":2,"dead":1\}, finished: true/);
+});

@@ -217,3 +217,28 @@ test("waiting jobs are counted as such by stats, the overview and the job listin
   expect(overview).toMatchObject({ pending: 0, scheduled: 1, waiting: 1 });
   expect((await admin.listJobs({ status: "waiting", queue: "counted" })).map((j) => j.id)).toEqual([child]);
 });
+
+test("getJob shows dependsOn and waitingOn, and jobFlow the graph around a job with states and results", async () => {
+  const [a, b, c] = await t.skipq.enqueueMany([
+    { job: "ok", payload: { value: "A" }, queue: "graph" },
+    { job: "ok", payload: {}, queue: "graph", delay: "1h" },
+    { job: "ok", payload: {}, queue: "graph", dependsOn: [{ item: 0 }, { item: 1 }] },
+  ]);
+  await worker("graph");
+  await until("A completed", async () => (await status(a?.id as string)) === "completed");
+  const child = await admin.getJob(c?.id as string);
+  expect(child?.dependsOn).toEqual([a?.id, b?.id]);
+  expect(child?.waitingOn).toEqual([b?.id]);
+  expect((await admin.getJob(a?.id as string))?.dependsOn).toEqual([]);
+  expect(await admin.jobFlow(a?.id as string)).toEqual({
+    job: { id: a?.id, kind: "ok", status: "completed", result: "A" },
+    parents: [],
+    children: [{ id: c?.id, kind: "ok", status: "waiting", result: null }],
+  });
+  const flow = await admin.jobFlow(c?.id as string);
+  expect(flow?.parents.map((p) => [p.id, p.status])).toEqual([
+    [a?.id, "completed"],
+    [b?.id, "pending"],
+  ]);
+  expect(await admin.jobFlow("987654321")).toBeUndefined();
+});

@@ -29,6 +29,9 @@ export function jobJson(job: JobRow) {
     createdAt: iso(job.created_at),
     updatedAt: iso(job.updated_at),
     headers: (job as JobRow & { headers?: Record<string, string> | null }).headers ?? {},
+    dependsOn: job.dependsOn ?? [],
+    waitingOn: job.waitingOn ?? [],
+    result: job.result ?? null,
     payload: job.payload,
   };
 }

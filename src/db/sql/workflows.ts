@@ -67,13 +67,21 @@ export function workflowStatements(names: Schema) {
                     WHERE d.child_id = $1
                     ORDER BY d.parent_id`,
 
-      /** Which jobs $1 waits on (parents) and which wait on it, with each one's status (all_jobs). */
-      jobEdges: `SELECT 'parent' AS side, d.parent_id AS id, d.parent_status AS edge_status, d.counted
-                   FROM ${schema}.job_dependencies d WHERE d.child_id = $1
-                 UNION ALL
-                 SELECT 'child', d.child_id, d.parent_status, d.counted
-                   FROM ${schema}.job_dependencies d WHERE d.parent_id = $1
-                 ORDER BY 1, 2`,
+      /** The parents of job $1, for getJob: each one's id and whether it still holds the job back. */
+      jobDependsOn: `SELECT parent_id AS id, counted FROM ${schema}.job_dependencies WHERE child_id = $1 ORDER BY parent_id`,
+
+      /**
+       * The graph around job $1 (skipq flow, the dashboard): its parents and its children, at most $2 of
+       * each, with each one's kind, status and result (all_jobs: live or finished; NULL once pruned).
+       */
+      jobFlow: `SELECT e.side, e.id, j.kind, j.status, j.result
+                  FROM ((SELECT 'parent' AS side, parent_id AS id FROM ${schema}.job_dependencies
+                          WHERE child_id = $1 ORDER BY parent_id LIMIT $2)
+                        UNION ALL
+                        (SELECT 'child', child_id FROM ${schema}.job_dependencies
+                          WHERE parent_id = $1 ORDER BY child_id LIMIT $2)) e
+                  LEFT JOIN ${schema}.all_jobs j ON j.id = e.id
+                 ORDER BY e.side DESC, e.id`,
 
       /** A batch's row. */
       batchInsert: `INSERT INTO ${schema}.batches (jobs, on_complete, on_success) VALUES ($1::bigint[], $2, $3) RETURNING id`,

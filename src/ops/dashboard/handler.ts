@@ -16,7 +16,7 @@ import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger, type Logger } from "../../core/logger.js";
 import { assertInt, type Duration, NAME_PATTERN, toMs } from "../../core/validate.js";
 import { Admin } from "../admin.js";
-import { JOB_STATUSES, type JobStatus } from "../adminTypes.js";
+import { type FlowNode, JOB_STATUSES, type JobStatus } from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";
 import { SkipqMetrics } from "../metrics.js";
 import {
@@ -324,6 +324,24 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
           ? shownJson(() => redact(job.headers, { field: "headers", job }), "headers", job.id)
           : null;
         const moving = job.status === "waiting" || job.status === "pending" || job.status === "running";
+        // Workflows: parents and children, results redacted as payloads are, cut to one line.
+        const flow = await admin.jobFlow(job.id, 200);
+        const shownNode = (n: FlowNode) => {
+          const text =
+            n.result === null || n.result === undefined
+              ? "—"
+              : shownJson(
+                  () => redact(n.result, { field: "payload", job: { id: n.id, queue: job.queue, kind: n.kind ?? "" } }),
+                  "payload",
+                  n.id,
+                ).replace(/\s+/g, " ");
+          return {
+            id: n.id,
+            kind: n.kind,
+            status: n.status,
+            result: text.length > 120 ? `${text.slice(0, 119)}…` : text,
+          };
+        };
         return page(
           200,
           jobPage(moving ? { ...ctx, refresh: 2 } : ctx, job, {
@@ -331,6 +349,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             payloadTruncated: Math.max(0, text.length - MAX_PAYLOAD_CHARS),
             headers,
             error: redactError(job.last_error, job),
+            ...(flow ? { flow: { parents: flow.parents.map(shownNode), children: flow.children.map(shownNode) } } : {}),
           }),
         );
       }

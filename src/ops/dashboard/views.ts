@@ -210,7 +210,14 @@ export function jobsPage(
 export function jobPage(
   ctx: PageContext,
   job: JobRow,
-  shown: { payload: string; payloadTruncated: number; headers: string | null; error: string | null },
+  shown: {
+    payload: string;
+    payloadTruncated: number;
+    headers: string | null;
+    error: string | null;
+    /** Workflows: its parents and children, results already redacted and cut to text. */
+    flow?: { parents: ShownNode[]; children: ShownNode[] };
+  },
 ): SafeHtml {
   const here = `${ctx.base}/jobs/${job.id}`;
   const actions = [
@@ -238,7 +245,27 @@ export function jobPage(
     html`<h2>Payload</h2><pre id="payload">${shown.payload}</pre>${shown.payloadTruncated > 0 ? html`<p class="muted">Truncated: ${shown.payloadTruncated} more characters not shown.</p>` : ""}`,
     shown.headers ? html`<h2>Headers</h2><pre>${shown.headers}</pre>` : "",
     html`<h2>Last error</h2>${shown.error ? html`<pre id="last-error">${shown.error}</pre>` : html`<p class="muted">None.</p>`}`,
+    shown.flow && shown.flow.parents.length + shown.flow.children.length > 0 ? flowSection(ctx, shown.flow) : "",
   ]);
+}
+
+/** Workflows: a job of the graph around another, as the job page lists it. */
+export interface ShownNode {
+  id: string;
+  kind: string | null;
+  status: string | null;
+  result: string;
+}
+
+/** The workflow graph around a job: the jobs it waits for, then those waiting for it. */
+function flowSection(ctx: PageContext, flow: { parents: ShownNode[]; children: ShownNode[] }): SafeHtml {
+  const rows = (role: string, nodes: ShownNode[]) =>
+    nodes.map(
+      (n) =>
+        html`<tr data-role="${role}"><td>${role}</td><td><a href="${ctx.base}/jobs/${n.id}">${n.id}</a></td><td>${n.kind ?? "—"}</td><td>${n.status ? status(n.status) : "pruned"}</td><td><code>${n.result}</code></td></tr>`,
+    );
+  return html`<h2>Workflow</h2><table id="flow"><thead><tr><th></th><th>Id</th><th>Kind</th><th>Status</th><th>Result</th></tr></thead>
+<tbody>${rows("parent", flow.parents)}${rows("child", flow.children)}</tbody></table>`;
 }
 
 export function deadPage(
