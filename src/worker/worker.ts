@@ -32,6 +32,7 @@ import { Executor, type Registered } from "./executor.js";
 import { Fetcher } from "./fetcher.js";
 import { Leases } from "./leases.js";
 import { Listener } from "./listener.js";
+import { ParentsLoader } from "./parents.js";
 import { Presence } from "./presence.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
 import type { Handler, Job, ParentOutcome, Running, WorkerEvents, WorkerOptions, WorkerStats } from "./types.js";
@@ -151,6 +152,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       onLost: (running) => this.emit("leaseLost", running.job),
       onWarning: warn("heartbeat"),
     });
+    const parents = new ParentsLoader(jobs);
     const executor = new Executor({
       handlers: this.handlers,
       held: this.held,
@@ -160,12 +162,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       heartbeat: (running) => this.leases.heartbeatOne(running),
       pauseKey: (job, until, key) => this.pauseKey(job, until, key),
       record: (running, outcome, error) => this.completer.record(running, outcome, error),
-      parents: async (job) => {
-        const parents: Record<string, ParentOutcome> = {};
-        for (const p of await jobs.parentsOf(job.id))
-          parents[p.id] = { kind: p.kind, status: p.status, result: p.result ?? null, error: p.last_error };
-        return parents;
-      },
+      parents: (job) => parents.load(job.id),
       prepareSpawn: (children, then) => {
         if (!Array.isArray(children)) throw new TypeError("ctx.spawn expects an array of { job, payload, ...options }");
         const items: BulkItem[] = [...children];

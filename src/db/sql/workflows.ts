@@ -58,14 +58,16 @@ export function workflowStatements(names: Schema) {
       jobLink: `SELECT ${schema}.skipq_link($1::bigint[], $2::bigint[]) AS released`,
 
       /**
-       * The parents of job $1 as its handler sees them (ctx.parents): each one's outcome and, from history,
-       * its result and error (NULL when completed history is off or pruned).
+       * The parents of jobs $1 as their handlers see them (ctx.parents): each one's outcome and, from history,
+       * its result and error (NULL when completed history is off or pruned). One statement for the jobs a
+       * worker starts together, not one per job.
        */
-      jobParents: `SELECT d.parent_id AS id, d.parent_kind AS kind, d.parent_status AS status, h.result, h.last_error
+      jobParents: `SELECT d.child_id, d.parent_id AS id, d.parent_kind AS kind, d.parent_status AS status,
+                          h.result, h.last_error
                      FROM ${schema}.job_dependencies d
                      LEFT JOIN ${schema}.job_history h ON h.id = d.parent_id
-                    WHERE d.child_id = $1
-                    ORDER BY d.parent_id`,
+                    WHERE d.child_id = ANY ($1::bigint[])
+                    ORDER BY d.child_id, d.parent_id`,
 
       /** The parents of job $1, for getJob: each one's id and whether it still holds the job back. */
       jobDependsOn: `SELECT parent_id AS id, counted FROM ${schema}.job_dependencies WHERE child_id = $1 ORDER BY parent_id`,
