@@ -6,7 +6,15 @@
  * cycle) that write nothing.
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { Admin, FailPermanently, type JobContext, ValidationError, type Worker } from "../../src/index.js";
+import {
+  Admin,
+  FailPermanently,
+  type JobContext,
+  silentLogger,
+  ValidationError,
+  type Worker,
+} from "../../src/index.js";
+import { Reaper } from "../../src/maintenance/reaper.js";
 import { statusCounts, type TestQueue, testQueue, until } from "../helpers.js";
 
 let t: TestQueue;
@@ -241,4 +249,45 @@ test("getJob shows dependsOn and waitingOn, and jobFlow the graph around a job w
     [b?.id, "pending"],
   ]);
   expect(await admin.jobFlow("987654321")).toBeUndefined();
+});
+
+test("a parent buried by the reaper (lease expired, attempts used up) cancels its dependents", async () => {
+  const { id: parent } = await t.skipq.enqueue("ok", {}, { queue: "reaped", maxAttempts: 1 });
+  const { id: child } = await t.skipq.enqueue("ok", {}, { queue: "reaped", dependsOn: [parent] });
+  const { rows } = await t.db.query(t.skipq.store.sql.jobs.jobClaimBatch.text, [["reaped"], 1, "gone", 30000]);
+  expect(rows.map((r) => r.id)).toEqual([parent]);
+  await t.db.query(`UPDATE "${t.schema}".jobs SET lease_expires_at = now() - interval '1 s' WHERE id = $1`, [parent]);
+  await new Reaper({ store: t.skipq.store, intervalMs: 1000, logger: silentLogger }).runOnce();
+  expect(await status(parent)).toBe("dead");
+  expect((await admin.getJob(child))?.last_error).toBe(`cancelled because parent job ${parent} died`);
+});
+
+test("the SQL protocol's skipq_complete and skipq_fail resolve dependents like the worker's statements", async () => {
+  const s = `"${t.schema}"`;
+  const [a, b, ca, cb] = await t.skipq.enqueueMany([
+    { job: "ok", payload: {}, queue: "protocol" },
+    { job: "ok", payload: {}, queue: "protocol", maxAttempts: 1 },
+    { job: "ok", payload: {}, queue: "protocol-children", dependsOn: [{ item: 0 }] },
+    { job: "ok", payload: {}, queue: "protocol-children", dependsOn: [{ item: 1 }] },
+  ]);
+  const { rows } = await t.db.query(`SELECT id, lease FROM ${s}.skipq_claim(ARRAY['protocol'], 2, 'py', 30000)`);
+  const lease = (id: string | undefined) => rows.find((r) => r.id === id)?.lease;
+  await t.db.query(`SELECT ${s}.skipq_complete($1, $2)`, [a?.id, lease(a?.id)]);
+  await t.db.query(`SELECT ${s}.skipq_fail($1, $2, 'boom', 0)`, [b?.id, lease(b?.id)]);
+  expect(await status(ca?.id as string)).toBe("pending");
+  expect((await admin.getJob(cb?.id as string))?.last_error).toBe(`cancelled because parent job ${b?.id} died`);
+});
+
+test("an enqueueTx with dependsOn commits with the caller's transaction and waits like any dependent", async () => {
+  const { id: parent } = await t.skipq.enqueue("ok", {}, { queue: "txok", delay: "1h" });
+  const client = await t.db.connect();
+  let child = "";
+  try {
+    await client.query("BEGIN");
+    child = (await t.skipq.enqueueTx(client, "ok", {}, { queue: "txok", dependsOn: [parent] })).id;
+    await client.query("COMMIT");
+  } finally {
+    client.release();
+  }
+  expect(await admin.getJob(child)).toMatchObject({ status: "waiting", dependsOn: [parent], waitingOn: [parent] });
 });
