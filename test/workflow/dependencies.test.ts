@@ -291,3 +291,13 @@ test("an enqueueTx with dependsOn commits with the caller's transaction and wait
   }
   expect(await admin.getJob(child)).toMatchObject({ status: "waiting", dependsOn: [parent], waitingOn: [parent] });
 });
+
+test("a dependent enqueued again with its idempotency key returns the existing job and adds no edge", async () => {
+  const { id: parent } = await t.skipq.enqueue("ok", {}, { queue: "keyed", delay: "1h" });
+  const { id: other } = await t.skipq.enqueue("ok", {}, { queue: "keyed", delay: "1h" });
+  const first = await t.skipq.enqueue("ok", {}, { queue: "keyed", dependsOn: [parent], idempotencyKey: "k1" });
+  const again = await t.skipq.enqueue("ok", {}, { queue: "keyed", dependsOn: [other], idempotencyKey: "k1" });
+  expect(first.created).toBe(true);
+  expect(again).toEqual({ id: first.id, created: false });
+  expect((await admin.getJob(first.id))?.dependsOn).toEqual([parent]);
+});
