@@ -71,3 +71,29 @@ test("the dashboard's job page lists parents and children, with results redacted
   expect(page).not.toContain("s3cret");
   expect(page).toContain("&quot;n&quot;: 1");
 });
+
+test("skipq enqueue --depends-on creates a waiting job; an unknown parent or a bad policy exits 2 and writes nothing", async () => {
+  const env = { DATABASE_URL, SKIPQ_SCHEMA: t.schema };
+  const made = await skipq(
+    ["enqueue", "ok", "--queue", "cli", "--depends-on", `${ids[1]},${ids[2]}`, "--on-parent-failure", "run", "--json"],
+    env,
+  );
+  expect(made.code).toBe(0);
+  const { id } = JSON.parse(made.stdout);
+  const { rows } = await t.db.query(
+    `SELECT status, on_parent_failure, waiting_on FROM "${t.schema}".jobs WHERE id = $1`,
+    [id],
+  );
+  expect(rows[0]).toEqual({ status: "waiting", on_parent_failure: "run", waiting_on: 2 });
+  const before = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs`);
+  const unknown = await skipq(["enqueue", "ok", "--depends-on", "987654321"], env);
+  expect(unknown.code).toBe(2);
+  expect(unknown.stderr).toMatch(/987654321/);
+  expect((await skipq(["enqueue", "ok", "--depends-on", "x"], env)).code).toBe(2);
+  expect(
+    (await skipq(["enqueue", "ok", "--depends-on", String(ids[0]), "--on-parent-failure", "maybe"], env)).code,
+  ).toBe(2);
+  expect((await skipq(["enqueue", "ok", "--on-parent-failure", "run"], env)).code).toBe(2);
+  const after = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs`);
+  expect(after.rows[0].n).toBe(before.rows[0].n);
+});
