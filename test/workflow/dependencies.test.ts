@@ -301,3 +301,26 @@ test("a dependent enqueued again with its idempotency key returns the existing j
   expect(again).toEqual({ id: first.id, created: false });
   expect((await admin.getJob(first.id))?.dependsOn).toEqual([parent]);
 });
+
+test("retention deletes the edges and batches of finished workflows past the history's age, never a live job's", async () => {
+  const { Pruner } = await import("../../src/index.js");
+  const [p, c] = await t.skipq.enqueueMany([
+    { job: "ok", payload: {}, queue: "retain" },
+    { job: "ok", payload: {}, queue: "retain", dependsOn: [{ item: 0 }] },
+  ]);
+  const { id: stillWaiting } = await t.skipq.enqueue("ok", {}, { queue: "retain-none", dependsOn: [c?.id as string] });
+  const b = await t.skipq.batch([{ job: "ok", payload: {}, queue: "retain" }]);
+  await worker("retain");
+  await until("child completed", async () => (await status(c?.id as string)) === "completed");
+  await until("batch finished", async () => (await t.skipq.batchStatus(b.id)).finished);
+  await t.db.query(`UPDATE "${t.schema}".job_dependencies SET created_at = now() - interval '40 days'`);
+  await t.db.query(`UPDATE "${t.schema}".batches SET created_at = now() - interval '40 days'`);
+  await new Pruner(t.skipq, { completedAfter: "1d", deadAfter: "30d" }).runOnce();
+  const { rows } = await t.db.query(
+    `SELECT child_id::text FROM "${t.schema}".job_dependencies WHERE child_id = ANY ($1) OR parent_id = ANY ($1) ORDER BY 1`,
+    [[p?.id, c?.id, stillWaiting, ...b.jobs.map((j) => j.id)]],
+  );
+  // The finished child's edge is gone; the edge of the job still waiting (its parent c completed) stays.
+  expect(rows.map((r) => r.child_id)).toEqual([stillWaiting]);
+  await expect(t.skipq.batchStatus(b.id)).rejects.toThrow(/does not exist/);
+});

@@ -85,6 +85,24 @@ export function workflowStatements(names: Schema) {
                   LEFT JOIN ${schema}.all_jobs j ON j.id = e.id
                  ORDER BY e.side DESC, e.id`,
 
+      /**
+       * Retention: up to $2 edges older than $1 ms whose child left the live table (finished or cancelled;
+       * by then the history it was shown beside is as old). A waiting or pending child keeps its edges
+       * however old, so its parents' results still reach ctx.parents.
+       */
+      edgesPrune: `DELETE FROM ${schema}.job_dependencies WHERE (child_id, parent_id) IN (
+                     SELECT d.child_id, d.parent_id FROM ${schema}.job_dependencies d
+                      WHERE d.created_at < now() - $1::float8 * interval '1 millisecond'
+                        AND NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.id = d.child_id)
+                      LIMIT $2)`,
+
+      /** Retention: up to $2 batches created more than $1 ms ago, none of whose jobs is live. */
+      batchesPrune: `DELETE FROM ${schema}.batches WHERE id IN (
+                       SELECT b.id FROM ${schema}.batches b
+                        WHERE b.created_at < now() - $1::float8 * interval '1 millisecond'
+                          AND NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.id = ANY (b.jobs))
+                        LIMIT $2)`,
+
       /** A batch's row. */
       batchInsert: `INSERT INTO ${schema}.batches (jobs, on_complete, on_success) VALUES ($1::bigint[], $2, $3) RETURNING id`,
 
