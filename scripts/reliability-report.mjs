@@ -47,7 +47,7 @@ if (missing.length > 0) {
   console.error(`matrix rows with neither figures nor a reason: ${missing.join(", ")}`);
   process.exit(1);
 }
-const order = (r) => `${"PDRCTISFMB".indexOf(r[0])}${r.slice(1).padStart(3, "0")}`;
+const order = (r) => `${"PDRCTISFMBW".indexOf(r[0])}${r.slice(1).padStart(3, "0")}`;
 const rows = [
   ...results.rows,
   ...Object.entries(NOT_COVERED)
