@@ -167,8 +167,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
         if (!Array.isArray(children)) throw new TypeError("ctx.spawn expects an array of { job, payload, ...options }");
         const items: BulkItem[] = [...children];
         if (then !== undefined) {
-          const all = children.map((_, item) => ({ item }));
-          items.push({ ...then, dependsOn: [...(then.dependsOn ?? []), ...all] });
+          // No children: the continuation depends on nothing more than it says (and may run at once).
+          const dependsOn = [...(then.dependsOn ?? []), ...children.map((_, item) => ({ item }))];
+          items.push(dependsOn.length > 0 ? { ...then, dependsOn } : then);
         }
         return this.spawner(host).prepareMany(items, {});
       },

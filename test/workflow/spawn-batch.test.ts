@@ -155,3 +155,15 @@ test("batch refuses an empty list, a callback with its own onParentFailure, and 
   await expect(t.skipq.batchStatus("x")).rejects.toThrow(ValidationError);
   await expect(t.skipq.batchStatus("99999999")).rejects.toThrow(/does not exist/);
 });
+
+test("ctx.spawn with no children and a continuation enqueues the continuation ready to run", async () => {
+  const runs = await worker("spawn-none", {
+    split: async (_, ctx) => {
+      await ctx.spawn([], { then: { job: "after", payload: {}, queue: "spawn-none" } });
+    },
+    after: () => "after",
+  });
+  await t.skipq.enqueue("split", {}, { queue: "spawn-none" });
+  await until("continuation ran", () => runs.some((r) => r.kind === "after"));
+  expect(runs.find((r) => r.kind === "after")?.parents).toEqual({});
+});
