@@ -324,3 +324,21 @@ test("retention deletes the edges and batches of finished workflows past the his
   expect(rows.map((r) => r.child_id)).toEqual([stillWaiting]);
   await expect(t.skipq.batchStatus(b.id)).rejects.toThrow(/does not exist/);
 });
+
+test("a parent completing while its dependent is being enqueued never strands the dependent (200 races)", async () => {
+  const sql = t.skipq.store.sql.jobs;
+  const stranded: string[] = [];
+  for (let i = 0; i < 200; i++) {
+    const { id: parent } = await t.skipq.enqueue("ok", {}, { queue: "race" });
+    const { rows } = await t.db.query(sql.jobClaimBatch.text, [["race"], 1, "racer", 30000]);
+    const lease = rows[0].lease;
+    // The outcome statement and the dependent's enqueue, on two connections, started together.
+    const [, child] = await Promise.all([
+      t.db.query(sql.jobCompleteMany.text, [[parent], [lease], ['"done"']]),
+      t.skipq.enqueue("ok", {}, { queue: "race-children", dependsOn: [parent] }),
+    ]);
+    const row = await admin.getJob(child.id);
+    if (row?.status !== "pending") stranded.push(`${child.id}:${row?.status}`);
+  }
+  expect(stranded).toEqual([]);
+});
