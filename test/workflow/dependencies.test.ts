@@ -102,6 +102,11 @@ test("a dependency on a job that does not exist is a ValidationError and writes 
   ).rejects.toThrow(/987654321/);
   await expect(t.skipq.enqueue("ok", {}, { queue: "none", dependsOn: ["x"] })).rejects.toThrow(ValidationError);
   await expect(t.skipq.enqueue("ok", {}, { queue: "none", dependsOn: [] })).rejects.toThrow(ValidationError);
+  await expect(t.skipq.enqueue("ok", {}, { queue: "none", onParentFailure: "run" })).rejects.toThrow(/needs dependsOn/);
+  await expect(t.skipq.enqueue("ok", {}, { queue: "none", dependsOn: [{ item: 0 }] })).rejects.toThrow(/enqueueMany/);
+  await expect(
+    t.skipq.enqueueMany([{ job: "ok", payload: {}, queue: "none", dependsOn: ["1"] }], { returning: false }),
+  ).rejects.toThrow(/returning: false/);
   await expect(
     t.skipq.enqueue("ok", {}, { queue: "none", onParentFailure: "explode" as "run", dependsOn: ["1"] }),
   ).rejects.toThrow(ValidationError);
