@@ -347,3 +347,15 @@ test("a parent completing while its dependent is being enqueued never strands th
   }
   expect(stranded).toEqual([]);
 });
+
+test("an operator's retry of a job cancelled because of its parent runs it at once, its parents still in ctx.parents", async () => {
+  const [p, c] = await t.skipq.enqueueMany([
+    { job: "fail", payload: {}, queue: "reretry" },
+    { job: "ok", payload: {}, queue: "reretry", dependsOn: [{ item: 0 }] },
+  ]);
+  const seen = await worker("reretry");
+  await until("child cancelled", async () => (await status(c?.id as string)) === "cancelled");
+  await admin.retryJob(c?.id as string);
+  await until("child completed", async () => (await status(c?.id as string)) === "completed");
+  expect(seen.find((r) => r.id === c?.id)?.parents[p?.id as string]?.status).toBe("dead");
+});
