@@ -50,7 +50,7 @@ export function floorScript(skipq: Skipq): string {
   const claimed = `${claim.slice(0, split + 1)}, claimed AS (${claim.slice(split + 1)})
 SELECT '{' || string_agg(id::text, ',') || '}' AS ids, '{' || string_agg(lease::text, ',') || '}' AS leases FROM claimed`;
   const claimSql = bind(claimed, { 1: "'{default}'", 2: ":batch", 3: "'pgbench'", 4: "30000" });
-  const completeSql = bind(skipq.store.sql.jobs.jobCompleteMany.text, { 1: ":ids", 2: ":leases", 3: "NULL" });
+  const completeSql = bind(skipq.store.sql.jobs.jobCompleteMany.text, { 1: ":ids", 2: ":leases" });
   const oneLine = (sql: string) =>
     sql
       .replace(/--[^\n]*/g, "")

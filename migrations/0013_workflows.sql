@@ -63,9 +63,15 @@ CREATE TABLE job_dependencies (
   created_at    timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (child_id, parent_id)
 );
--- A finishing job's dependents (one probe per finished job; an empty index
--- costs one page), and the flow view's children.
+-- The flow view's children (every edge of a parent).
 CREATE INDEX job_dependencies_parent ON job_dependencies (parent_id);
+-- A finishing job's unresolved dependents: one probe per finished job on every
+-- outcome statement, so only open edges are here — the index stays as small
+-- as the workflows in flight, however many finished ones keep their edges.
+CREATE INDEX job_dependencies_open ON job_dependencies (parent_id) WHERE NOT counted;
+-- Retention deletes old edges (src/maintenance/pruner.ts): rows arrive in
+-- creation order, so a BRIN index finds the old ones for next to nothing.
+CREATE INDEX job_dependencies_created ON job_dependencies USING brin (created_at);
 
 -- ── Batches ─────────────────────────────────────────────────────────────────
 -- A batch: its jobs (an array: batchStatus counts them through all_jobs by id)

@@ -47,8 +47,8 @@ if (missing.length > 0) {
   console.error(`matrix rows with neither figures nor a reason: ${missing.join(", ")}`);
   process.exit(1);
 }
-// N: the fleet suite's rows (npm run test:fleet: namespace hosts, partitions, PgBouncer), after the matrix's.
-const order = (r) => `${String("PDRCTISFMBN".indexOf(r[0])).padStart(2, "0")}${r.slice(1).padStart(3, "0")}`;
+// N: the fleet suite's rows (npm run test:fleet: namespace hosts, partitions, PgBouncer); W: workflows, after the matrix's.
+const order = (r) => `${String("PDRCTISFMBNW".indexOf(r[0])).padStart(2, "0")}${r.slice(1).padStart(3, "0")}`;
 const rows = [
   ...results.rows,
   ...Object.entries(NOT_COVERED)

@@ -16,6 +16,7 @@ import { dashboardCommand } from "./commands/dashboard.js";
 import { deadCommand } from "./commands/dead.js";
 import { demoCommand } from "./commands/demo.js";
 import { enqueueCommand } from "./commands/enqueue.js";
+import { flowCommand } from "./commands/flow.js";
 import { jobCommand } from "./commands/job.js";
 import { jobsCommand } from "./commands/jobs.js";
 import { limitsCommand } from "./commands/limits.js";
@@ -39,6 +40,7 @@ const commands: CliCommand[] = [
   statsCommand,
   jobsCommand,
   jobCommand,
+  flowCommand,
   deadCommand,
   retryCommand,
   cancelCommand,

@@ -285,8 +285,11 @@ export class Skipq {
     const { rows } = await this.store.query(this.store.sql.workflows.batchStatus, [batchId]);
     const r = rows[0];
     if (!r) throw new SkipqError("SKIPQ_NOT_FOUND", `batch ${batchId} does not exist`);
+    // In the states' order (a JSON object's keys come back in no particular one).
+    const found = r.counts as Record<string, number>;
     const counts: Record<string, number> = {};
-    for (const [status, n] of Object.entries(r.counts as Record<string, number>)) counts[status] = Number(n);
+    for (const status of ["waiting", "pending", "running", "completed", "dead", "cancelled"])
+      if (found[status] !== undefined) counts[status] = Number(found[status]);
     const finished = (counts.completed ?? 0) + (counts.dead ?? 0) + (counts.cancelled ?? 0);
     return {
       id: batchId,

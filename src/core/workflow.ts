@@ -132,7 +132,13 @@ export async function insertWithParents(
   for (let start = 0; start < dependent.length; start += chunk) {
     const part = dependent.slice(start, start + chunk);
     const inserted = await jobs.insertWaiting(db, part);
-    for (const [k, r] of part.entries()) results[r.i] = inserted[k] as Inserted[number];
+    for (const [k, r] of part.entries()) {
+      const row = inserted[k] as Inserted[number];
+      // A taken idempotency key: the job holding it is the result (its id, not the one drawn for this row).
+      results[r.i] = row.created
+        ? row
+        : { id: (await jobs.findByKey(db, r.queue, r.key as string)) as string, created: false };
+    }
   }
   const children: string[] = [];
   const parents: string[] = [];

@@ -241,9 +241,11 @@ export class JobStore {
     return rows[0]?.released ?? 0;
   }
 
-  /** Workflows: the parents of job `id`, with their outcomes and results. */
-  async parentsOf(id: string): Promise<ParentRow[]> {
-    const { rows } = await this.store.query<ParentRow>(this.store.sql.workflows.jobParents, [id]);
+  /** Workflows: the parents of jobs `ids`, with their outcomes and results (`child_id` says whose). */
+  async parentsOf(ids: readonly string[]): Promise<Array<ParentRow & { child_id: string }>> {
+    const { rows } = await this.store.query<ParentRow & { child_id: string }>(this.store.sql.workflows.jobParents, [
+      ids,
+    ]);
     return rows;
   }
 

@@ -5,7 +5,8 @@
  * and the failed (dead, cancelled) ones older than `deadAfter` — whole
  * partitions, never row by row — expires idempotency keys `keyRetention`
  * after their job finished, deletes uniqueness windows that ended, deletes delivered outbox events after
- * `outboxAfter`, and finishes moving an upgraded schema's finished rows out of
+ * `outboxAfter`, workflow edges and batches whose jobs finished (after the
+ * longer of the two history retentions), and finishes moving an upgraded schema's finished rows out of
  * the jobs table.
  *
  * Invariants: it never touches a pending or running job; a key stays taken
@@ -144,6 +145,10 @@ export class Pruner {
     // Uniqueness windows that ended (docs/jobs.md): an ended one is taken over anyway; this keeps the table small.
     await this.deleteInBatches(this.store.sql.features.uniqueExpire, [0]);
     await this.deleteInBatches(this.store.sql.outbox.outboxPrune, [this.outboxMs]);
+    // Workflows: edges and batches go with the history they describe (the longer of the two retentions).
+    const historyMs = Math.max(this.completedMs, this.deadMs);
+    await this.deleteInBatches(this.store.sql.workflows.edgesPrune, [historyMs]);
+    await this.deleteInBatches(this.store.sql.workflows.batchesPrune, [historyMs]);
     await this.store.query(this.store.sql.flow.flowHousekeeping);
     if (result.partitionsDropped.length + result.completed + result.dead + result.keys > 0)
       this.logger.info({ ...result }, "skipq: retention applied");

@@ -18,8 +18,10 @@ import {
   type BulkCounts,
   type CronScheduleRow,
   type DeadGroup,
+  type FlowNode,
   JOB_STATUSES,
   type JobFilter,
+  type JobFlow,
   type JobRow,
   type JobStatus,
   type ListedJob,
@@ -117,9 +119,40 @@ export class Admin {
     return this.store.sql.cron;
   }
 
+  /** One job, live or finished, with its workflow parents (`dependsOn`) and those still holding it (`waitingOn`). */
   async getJob(id: string | number): Promise<JobRow | undefined> {
-    const { rows } = await this.store.query<JobRow>(this.sql.jobGet, [assertId(id)]);
-    return rows[0];
+    const jobId = assertId(id);
+    const { rows } = await this.store.query<JobRow>(this.sql.jobGet, [jobId]);
+    const job = rows[0];
+    if (!job) return undefined;
+    const { rows: parents } = await this.store.query<{ id: string; counted: boolean }>(
+      this.store.sql.workflows.jobDependsOn,
+      [jobId],
+    );
+    job.dependsOn = parents.map((p) => p.id);
+    job.waitingOn = parents.filter((p) => !p.counted).map((p) => p.id);
+    return job;
+  }
+
+  /**
+   * Workflows: the graph around a job — its parents and children (at most `limit` of each, default 1000),
+   * each with kind, status and result. Undefined when the job does not exist.
+   */
+  async jobFlow(id: string | number, limit = 1000): Promise<JobFlow | undefined> {
+    const jobId = assertId(id);
+    const { rows } = await this.store.query<JobRow>(this.sql.jobGet, [jobId]);
+    const job = rows[0];
+    if (!job) return undefined;
+    const { rows: edges } = await this.store.query<FlowNode & { side: string }>(this.store.sql.workflows.jobFlow, [
+      jobId,
+      assertInt("limit", limit, 1, 100_000),
+    ]);
+    const node = ({ side: _, ...n }: FlowNode & { side: string }): FlowNode => n;
+    return {
+      job: { id: job.id, kind: job.kind, status: job.status, result: job.result ?? null },
+      parents: edges.filter((e) => e.side === "parent").map(node),
+      children: edges.filter((e) => e.side === "child").map(node),
+    };
   }
 
   async listJobs(options: ListOptions = {}): Promise<ListedJob[]> {

@@ -41,6 +41,10 @@ export interface JobRow {
   progress: unknown;
   /** The `ctx.log` lines of its most recent attempts, one entry per attempt that wrote any; null when none. */
   attempt_logs: AttemptLog[] | null;
+  /** Workflows: the jobs this one waits for (its dependsOn); empty for a plain job. */
+  dependsOn?: string[];
+  /** Workflows: those of `dependsOn` still holding it back (not completed, or failed under "wait"/"cancel"). */
+  waitingOn?: string[];
 }
 
 /** One attempt's `ctx.log` lines, with who ran it, when, and how it ended (docs/jobs.md, "Attempt logs"). */
@@ -56,6 +60,21 @@ export interface AttemptLog {
   lines: Array<{ at: string; level: string; msg: string; [field: string]: unknown }>;
   /** Lines written beyond the per-attempt cap, not kept. */
   dropped: number;
+}
+
+/** Workflows: a job in the graph around another (`Admin.flow`); kind and status null once pruned. */
+export interface FlowNode {
+  id: string;
+  kind: string | null;
+  status: JobStatus | null;
+  result: unknown;
+}
+
+/** Workflows: a job with its parents and children (`Admin.flow`, `skipq flow`, the dashboard). */
+export interface JobFlow {
+  job: FlowNode;
+  parents: FlowNode[];
+  children: FlowNode[];
 }
 
 /** A job as lists show it: no payload (only its size), no lease or key details. */

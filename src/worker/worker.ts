@@ -35,6 +35,7 @@ import { Executor, type Registered } from "./executor.js";
 import { Fetcher } from "./fetcher.js";
 import { Leases } from "./leases.js";
 import { Listener } from "./listener.js";
+import { ParentsLoader } from "./parents.js";
 import { Presence } from "./presence.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
 import type {
@@ -178,6 +179,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       onLost: (running) => this.emit("leaseLost", running.job),
       onWarning: warn("heartbeat"),
     });
+    const parents = new ParentsLoader(jobs);
     const executor = new Executor({
       handlers: this.handlers,
       middleware: this.middleware,
@@ -196,18 +198,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
       attemptLogLines: s.attemptLogLines,
       redactError,
       record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),
-      parents: async (job) => {
-        const parents: Record<string, ParentOutcome> = {};
-        for (const p of await jobs.parentsOf(job.id))
-          parents[p.id] = { kind: p.kind, status: p.status, result: p.result ?? null, error: p.last_error };
-        return parents;
-      },
+      parents: (job) => parents.load(job.id),
       prepareSpawn: (children, then) => {
         if (!Array.isArray(children)) throw new TypeError("ctx.spawn expects an array of { job, payload, ...options }");
         const items: BulkItem[] = [...children];
         if (then !== undefined) {
-          const all = children.map((_, item) => ({ item }));
-          items.push({ ...then, dependsOn: [...(then.dependsOn ?? []), ...all] });
+          // No children: the continuation depends on nothing more than it says (and may run at once).
+          const dependsOn = [...(then.dependsOn ?? []), ...children.map((_, item) => ({ item }))];
+          items.push(dependsOn.length > 0 ? { ...then, dependsOn } : then);
         }
         return this.spawner(host).prepareMany(items, {});
       },

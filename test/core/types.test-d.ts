@@ -53,3 +53,31 @@ describe("typed jobs", () => {
     });
   });
 });
+
+describe("workflows", () => {
+  test("dependsOn takes ids or items, onParentFailure only its three policies", () => {
+    void skipq.enqueue(sendEmail, { to: "a", subject: "b" }, { dependsOn: ["1", 2, 3n], onParentFailure: "run" });
+    void skipq.enqueueMany([{ job: "b", payload: {}, dependsOn: [{ item: 0 }] }]);
+    // @ts-expect-error: not a policy
+    void skipq.enqueue("x", {}, { dependsOn: ["1"], onParentFailure: "retry" });
+    // @ts-expect-error: a parent is an id or { item }
+    void skipq.enqueue("x", {}, { dependsOn: [{ id: 1 }] });
+  });
+
+  test("ctx.parents maps ids to outcomes, ctx.spawn takes enqueueMany items", () => {
+    worker.register(sendEmail, async (_, ctx: JobContext<{ to: string; subject: string }>) => {
+      expectTypeOf(ctx.parents[""]?.result).toEqualTypeOf<unknown>();
+      expectTypeOf(ctx.parents[""]?.status).toEqualTypeOf<"completed" | "dead" | "cancelled" | null | undefined>();
+      await ctx.spawn([{ job: sendEmail, payload: { to: "a", subject: "b" } }], {
+        then: { job: "merge", payload: {} },
+      });
+    });
+  });
+
+  test("batch returns its id and batchStatus the counts", () => {
+    expectTypeOf(
+      skipq.batch([{ job: "a", payload: {} }], { onSuccess: { job: "b", payload: {} } }),
+    ).resolves.toHaveProperty("id");
+    expectTypeOf(skipq.batchStatus("1")).resolves.toHaveProperty("counts").toEqualTypeOf<Record<string, number>>();
+  });
+});

@@ -86,3 +86,12 @@ test("examples/middleware-logs.ts carries a tenant from enqueue to handler and k
   expect(out).toContain("attempt 1 failed: syncing, CRM unavailable");
   expect(out).toContain("attempt 2 completed: syncing, synced");
 });
+
+test("examples/workflows.ts runs a diamond, a fan-out with its fan-in, and a batch with callbacks", async () => {
+  const out = await runExample("examples/workflows.ts");
+  expect(out).toContain("publish: parents resize and thumbnail, widths 800, 120");
+  expect(out).toContain("merge: 5 pages merged");
+  expect(out).toContain("report: batch finished, 1 charge(s) failed");
+  expect(out).not.toContain("thank-you: sent");
+  expect(out).toMatch(/batch \d+: \{"completed":2,"dead":1\}, finished: true/);
+});

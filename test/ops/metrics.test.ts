@@ -115,3 +115,18 @@ test("a failed depth read keeps the scrape working and counts the error", async 
   await t.db.query(`ALTER TABLE "${t.schema}".jobs_gone RENAME TO jobs`);
   await t.cleanup();
 });
+
+test("skipq_queue_jobs counts workflow jobs waiting for their parents as status waiting", async () => {
+  const t = await testQueue("metrics_waiting");
+  try {
+    const metrics = createMetrics({ skipq: t.skipq, refreshInterval: 0, health: false });
+    const { id } = await t.skipq.enqueue("k", {}, { delay: "1h" });
+    await t.skipq.enqueueMany([1, 2].map(() => ({ job: "k", payload: {}, dependsOn: [id] })));
+    const s = parse(await metrics.metrics());
+    expect(value(s, "skipq_queue_jobs", { queue: "default", status: "waiting" })).toBe(2);
+    expect(value(s, "skipq_queue_jobs", { queue: "default", status: "scheduled" })).toBe(1);
+    expect(value(s, "skipq_queue_jobs", { queue: "default", status: "pending" })).toBe(0);
+  } finally {
+    await t.cleanup();
+  }
+});

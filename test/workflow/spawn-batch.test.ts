@@ -155,3 +155,56 @@ test("batch refuses an empty list, a callback with its own onParentFailure, and 
   await expect(t.skipq.batchStatus("x")).rejects.toThrow(ValidationError);
   await expect(t.skipq.batchStatus("99999999")).rejects.toThrow(/does not exist/);
 });
+
+test("ctx.spawn with no children and a continuation enqueues the continuation ready to run", async () => {
+  const runs = await worker("spawn-none", {
+    split: async (_, ctx) => {
+      await ctx.spawn([], { then: { job: "after", payload: {}, queue: "spawn-none" } });
+    },
+    after: () => "after",
+  });
+  await t.skipq.enqueue("split", {}, { queue: "spawn-none" });
+  await until("continuation ran", () => runs.some((r) => r.kind === "after"));
+  expect(runs.find((r) => r.kind === "after")?.parents).toEqual({});
+});
+
+test("children spawned by a job whose outcome is refused (its lease moved on) are never inserted; its re-run spawns them once", async () => {
+  const { Reaper } = await import("../../src/maintenance/reaper.js");
+  const { silentLogger } = await import("../../src/index.js");
+  let runs = 0;
+  const stale: string[] = [];
+  const w = t.skipq
+    .worker({
+      queues: ["spawn-stale"],
+      pollInterval: 50,
+      maintenance: false,
+      hooks: {
+        // The first run's lease is taken over between its handler and its outcome (as if it had expired and
+        // another worker claimed the job): the outcome, and the spawn riding on it, must be refused.
+        afterHandlerBeforeOutcome: async (job) => {
+          if (runs === 1) await t.db.query(`UPDATE "${t.schema}".jobs SET lease = lease + 1 WHERE id = $1`, [job.id]);
+        },
+      },
+    })
+    .register("split", async (_, ctx) => {
+      runs++;
+      await ctx.spawn([{ job: "leaf", payload: { run: runs }, queue: "spawn-stale-leaves" }]);
+    });
+  w.on("staleOutcome", (ids) => stale.push(...ids));
+  workers.push(w);
+  await w.start();
+  const { id } = await t.skipq.enqueue("split", {}, { queue: "spawn-stale" });
+  await until("outcome refused", () => stale.includes(id));
+  const leaves = async () =>
+    (
+      await t.db.query(
+        `SELECT payload FROM "${t.schema}".all_jobs WHERE kind = 'leaf' AND queue = 'spawn-stale-leaves'`,
+      )
+    ).rows;
+  expect(await leaves()).toEqual([]);
+  await t.db.query(`UPDATE "${t.schema}".jobs SET lease_expires_at = now() - interval '1 s' WHERE id = $1`, [id]);
+  await new Reaper({ store: t.skipq.store, intervalMs: 1000, logger: silentLogger }).runOnce();
+  await until("re-run completed", async () => (await admin.getJob(id))?.status === "completed");
+  expect(runs).toBe(2);
+  expect(await leaves()).toEqual([{ payload: { run: 2 } }]);
+});

@@ -8,7 +8,7 @@ import type { Command } from "commander";
 import type { EnqueueOptions } from "../../core/client.js";
 import { printJson, withSession } from "../context.js";
 import { CliError } from "../errors.js";
-import { parseDate, parseDuration, parseInteger, parseJson, parseName } from "../parse.js";
+import { parseDate, parseDuration, parseId, parseInteger, parseJson, parseName } from "../parse.js";
 
 interface EnqueueFlags {
   payload: string;
@@ -19,6 +19,8 @@ interface EnqueueFlags {
   idempotencyKey?: string;
   maxAttempts?: string;
   header?: string[];
+  dependsOn?: string[];
+  onParentFailure?: string;
   json?: boolean;
 }
 
@@ -51,6 +53,12 @@ export function enqueueCommand(program: Command): void {
       "metadata for the handler (ctx.job.headers); repeatable",
       (v, prev: string[] = []) => [...prev, v],
     )
+    .option(
+      "--depends-on <ids>",
+      "wait until these jobs completed (comma-separated ids; repeatable): the job is created waiting",
+      (v, prev: string[] = []) => [...prev, ...v.split(",")],
+    )
+    .option("--on-parent-failure <policy>", "with --depends-on: cancel (default), run or wait")
     .option("--json", 'print {"id","created"} as JSON')
     .addHelpText(
       "after",
@@ -58,7 +66,8 @@ export function enqueueCommand(program: Command): void {
 Examples:
   $ skipq enqueue send-email --payload '{"to":"ada@example.com"}'
   $ skipq enqueue report --queue slow --priority -5 --delay 10m
-  $ skipq enqueue charge --payload '{"order":42}' --idempotency-key order-42`,
+  $ skipq enqueue charge --payload '{"order":42}' --idempotency-key order-42
+  $ skipq enqueue publish --depends-on 41,42 --on-parent-failure run`,
     )
     .action(async (kind: string, flags: EnqueueFlags, command: Command) => {
       // Parse everything first: bad input must never reach the database.
@@ -77,6 +86,17 @@ Examples:
         options.maxAttempts = parseInteger("--max-attempts", flags.maxAttempts, 1, 1_000_000);
       const hdrs = headers(flags.header);
       if (hdrs) options.headers = hdrs;
+      if (flags.dependsOn !== undefined)
+        options.dependsOn = flags.dependsOn.map((id) => parseId(id, "--depends-on id"));
+      if (flags.onParentFailure !== undefined) {
+        if (flags.dependsOn === undefined) throw new CliError("--on-parent-failure needs --depends-on <ids>");
+        if (!["cancel", "run", "wait"].includes(flags.onParentFailure)) {
+          throw new CliError(
+            `--on-parent-failure must be cancel, run or wait, got ${JSON.stringify(flags.onParentFailure)}`,
+          );
+        }
+        options.onParentFailure = flags.onParentFailure as "cancel" | "run" | "wait";
+      }
 
       await withSession(command, async ({ skipq }) => {
         const result = await skipq.enqueue(kind, payload, options);

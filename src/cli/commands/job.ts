@@ -30,6 +30,8 @@ export function jobJson(job: JobRow) {
     createdAt: iso(job.created_at),
     updatedAt: iso(job.updated_at),
     headers: (job as JobRow & { headers?: Record<string, string> | null }).headers ?? {},
+    dependsOn: job.dependsOn ?? [],
+    waitingOn: job.waitingOn ?? [],
     payload: job.payload,
     /** What the handler returned; null when nothing (docs/jobs.md). */
     result: job.result ?? null,

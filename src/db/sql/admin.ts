@@ -24,14 +24,16 @@ function restore(schema: string, where: string): string {
           restored AS (
           INSERT INTO ${schema}.jobs (id, queue, kind, payload, idempotency_key, status, priority, attempts, max_attempts,
                                       run_at, last_error, error_fingerprint, headers, concurrency_key, created_at, updated_at,
-                                      attempt_logs)
+                                      attempt_logs, on_parent_failure)
           OVERRIDING SYSTEM VALUE
           SELECT b.id, b.queue, b.kind, b.payload,
                  CASE WHEN EXISTS (SELECT 1 FROM ${schema}.job_keys k
                                     WHERE k.queue = b.queue AND k.key = b.idempotency_key AND k.job_id <> b.id)
                       THEN NULL ELSE b.idempotency_key END,
                  'pending', b.priority, 0, b.max_attempts, now(), b.last_error, b.error_fingerprint, b.headers,
-                 b.concurrency_key, b.created_at, now(), b.attempt_logs
+                 b.concurrency_key, b.created_at, now(), b.attempt_logs,
+                 -- Workflows: a job with parents runs now (it does not wait again) but still sees them in ctx.parents.
+                 (SELECT d.on_failure FROM ${schema}.job_dependencies d WHERE d.child_id = b.id LIMIT 1)
             FROM back b
           RETURNING id),
           -- Workflows: dependents waiting on a restored job ('wait') see it live again.

@@ -58,22 +58,50 @@ export function workflowStatements(names: Schema) {
       jobLink: `SELECT ${schema}.skipq_link($1::bigint[], $2::bigint[]) AS released`,
 
       /**
-       * The parents of job $1 as its handler sees them (ctx.parents): each one's outcome and, from history,
-       * its result and error (NULL when completed history is off or pruned).
+       * The parents of jobs $1 as their handlers see them (ctx.parents): each one's outcome and, from history,
+       * its result and error (NULL when completed history is off or pruned). One statement for the jobs a
+       * worker starts together, not one per job.
        */
-      jobParents: `SELECT d.parent_id AS id, d.parent_kind AS kind, d.parent_status AS status, h.result, h.last_error
+      jobParents: `SELECT d.child_id, d.parent_id AS id, d.parent_kind AS kind, d.parent_status AS status,
+                          h.result, h.last_error
                      FROM ${schema}.job_dependencies d
                      LEFT JOIN ${schema}.job_history h ON h.id = d.parent_id
-                    WHERE d.child_id = $1
-                    ORDER BY d.parent_id`,
+                    WHERE d.child_id = ANY ($1::bigint[])
+                    ORDER BY d.child_id, d.parent_id`,
 
-      /** Which jobs $1 waits on (parents) and which wait on it, with each one's status (all_jobs). */
-      jobEdges: `SELECT 'parent' AS side, d.parent_id AS id, d.parent_status AS edge_status, d.counted
-                   FROM ${schema}.job_dependencies d WHERE d.child_id = $1
-                 UNION ALL
-                 SELECT 'child', d.child_id, d.parent_status, d.counted
-                   FROM ${schema}.job_dependencies d WHERE d.parent_id = $1
-                 ORDER BY 1, 2`,
+      /** The parents of job $1, for getJob: each one's id and whether it still holds the job back. */
+      jobDependsOn: `SELECT parent_id AS id, counted FROM ${schema}.job_dependencies WHERE child_id = $1 ORDER BY parent_id`,
+
+      /**
+       * The graph around job $1 (skipq flow, the dashboard): its parents and its children, at most $2 of
+       * each, with each one's kind, status and result (all_jobs: live or finished; NULL once pruned).
+       */
+      jobFlow: `SELECT e.side, e.id, j.kind, j.status, j.result
+                  FROM ((SELECT 'parent' AS side, parent_id AS id FROM ${schema}.job_dependencies
+                          WHERE child_id = $1 ORDER BY parent_id LIMIT $2)
+                        UNION ALL
+                        (SELECT 'child', child_id FROM ${schema}.job_dependencies
+                          WHERE parent_id = $1 ORDER BY child_id LIMIT $2)) e
+                  LEFT JOIN ${schema}.all_jobs j ON j.id = e.id
+                 ORDER BY e.side DESC, e.id`,
+
+      /**
+       * Retention: up to $2 edges older than $1 ms whose child left the live table (finished or cancelled;
+       * by then the history it was shown beside is as old). A waiting or pending child keeps its edges
+       * however old, so its parents' results still reach ctx.parents.
+       */
+      edgesPrune: `DELETE FROM ${schema}.job_dependencies WHERE (child_id, parent_id) IN (
+                     SELECT d.child_id, d.parent_id FROM ${schema}.job_dependencies d
+                      WHERE d.created_at < now() - $1::float8 * interval '1 millisecond'
+                        AND NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.id = d.child_id)
+                      LIMIT $2)`,
+
+      /** Retention: up to $2 batches created more than $1 ms ago, none of whose jobs is live. */
+      batchesPrune: `DELETE FROM ${schema}.batches WHERE id IN (
+                       SELECT b.id FROM ${schema}.batches b
+                        WHERE b.created_at < now() - $1::float8 * interval '1 millisecond'
+                          AND NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.id = ANY (b.jobs))
+                        LIMIT $2)`,
 
       /** A batch's row. */
       batchInsert: `INSERT INTO ${schema}.batches (jobs, on_complete, on_success) VALUES ($1::bigint[], $2, $3) RETURNING id`,

@@ -20,6 +20,7 @@ import {
   type AttemptLog,
   BULK_ACTIONS,
   type BulkAction,
+  type FlowNode,
   JOB_STATUSES,
   type JobFilter,
   type JobRow,
@@ -444,6 +445,24 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         const result =
           job.result === null ? null : shownJson(() => redact(job.result, { field: "result", job }), "result", job.id);
         const moving = job.status === "waiting" || job.status === "pending" || job.status === "running";
+        // Workflows: parents and children, results redacted as payloads are, cut to one line.
+        const flow = await admin.jobFlow(job.id, 200);
+        const shownNode = (n: FlowNode) => {
+          const text =
+            n.result === null || n.result === undefined
+              ? "—"
+              : shownJson(
+                  () => redact(n.result, { field: "payload", job: { id: n.id, queue: job.queue, kind: n.kind ?? "" } }),
+                  "payload",
+                  n.id,
+                ).replace(/\s+/g, " ");
+          return {
+            id: n.id,
+            kind: n.kind,
+            status: n.status,
+            result: text.length > 120 ? `${text.slice(0, 119)}…` : text,
+          };
+        };
         return page(
           200,
           jobPage(moving ? { ...ctx, refresh: 2, live: liveTopics("job") } : { ...ctx, live: liveTopics("job") }, job, {
@@ -454,6 +473,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
             result: result === null ? null : result.slice(0, MAX_PAYLOAD_CHARS),
             progress: job.progress === null ? null : JSON.stringify(job.progress),
             attemptLogs: attemptLogsShown(job, redact, redactError),
+            ...(flow ? { flow: { parents: flow.parents.map(shownNode), children: flow.children.map(shownNode) } } : {}),
           }),
         );
       }

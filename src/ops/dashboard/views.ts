@@ -478,6 +478,8 @@ export function jobPage(
     result?: string | null;
     progress?: string | null;
     attemptLogs?: string[];
+    /** Workflows: its parents and children, results already redacted and cut to text. */
+    flow?: { parents: ShownNode[]; children: ShownNode[] };
   },
 ): SafeHtml {
   const here = `${ctx.base}/jobs/${job.id}`;
@@ -519,6 +521,7 @@ export function jobPage(
     shown.attemptLogs?.length
       ? html`<h2>Attempt logs</h2><pre id="attempt-logs">${shown.attemptLogs.join("\n\n")}</pre>`
       : "",
+    shown.flow && shown.flow.parents.length + shown.flow.children.length > 0 ? flowSection(ctx, shown.flow) : "",
   ]);
 }
 
@@ -560,6 +563,25 @@ function timeline(job: JobRow, error: string | null): SafeHtml {
   else if (job.status === "pending" && error)
     events.push(html`<li><strong>Last attempt failed</strong><pre class="attempt-error">${error}</pre></li>`);
   return html`<ol id="timeline" class="timeline">${events}</ol>`;
+}
+
+/** Workflows: a job of the graph around another, as the job page lists it. */
+export interface ShownNode {
+  id: string;
+  kind: string | null;
+  status: string | null;
+  result: string;
+}
+
+/** The workflow graph around a job: the jobs it waits for, then those waiting for it. */
+function flowSection(ctx: PageContext, flow: { parents: ShownNode[]; children: ShownNode[] }): SafeHtml {
+  const rows = (role: string, nodes: ShownNode[]) =>
+    nodes.map(
+      (n) =>
+        html`<tr data-role="${role}"><td>${role}</td><td><a href="${ctx.base}/jobs/${n.id}">${n.id}</a></td><td>${n.kind ?? "—"}</td><td>${n.status ? status(n.status) : "pruned"}</td><td><code>${n.result}</code></td></tr>`,
+    );
+  return html`<h2>Workflow</h2><table id="flow"><thead><tr><th></th><th>Id</th><th>Kind</th><th>Status</th><th>Result</th></tr></thead>
+<tbody>${rows("parent", flow.parents)}${rows("child", flow.children)}</tbody></table>`;
 }
 
 export function deadPage(
