@@ -41,7 +41,6 @@ import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
 import type {
   Handler,
   Job,
-  ParentOutcome,
   Running,
   WorkerEvents,
   WorkerMiddleware,
