@@ -71,7 +71,10 @@ async function terminateStalled(q: ChaosQueue, like: string): Promise<number> {
 
 function inProcessWorker(q: ChaosQueue, onJob: (job: Job) => void = () => undefined): Worker {
   const worker = q.skipq.worker({ ...CHAOS_WORKER, concurrency: 4 });
-  worker.register("chaos", async (_payload, ctx) => onJob(ctx.job));
+  // Returns nothing: a handler's return value is stored as its result (another completion statement).
+  worker.register("chaos", async (_payload, ctx) => {
+    onJob(ctx.job);
+  });
   worker.on("warning", () => undefined);
   workers.push(worker);
   return worker;
