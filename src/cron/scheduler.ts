@@ -18,6 +18,9 @@ import { assertInt, assertName, type Duration, encodePayload, toMs } from "../co
 import type { Store } from "../db/store.js";
 import { Service } from "../maintenance/service.js";
 
+/** Longest a cron pass's transaction may sit idle (it holds its schedules' row locks). */
+const PASS_IDLE_BOUND_MS = 5000;
+
 export interface CronOptions
   extends Omit<EnqueueOptions, "runAt" | "delay" | "idempotencyKey" | "unique" | "debounce"> {
   /** Names the schedule across all processes (letters, digits, `_ . : -`). Default: the job's kind. */
@@ -182,6 +185,7 @@ export class Scheduler {
     const sql = this.store.sql.cron;
     const results = await this.store.transaction(async (tx) => {
       const passed: CronTickResult[] = [];
+      await this.store.query(sql.cronBound, [PASS_IDLE_BOUND_MS], tx);
       const { rows } = await this.store.query<{
         name: string;
         last_tick: Date;

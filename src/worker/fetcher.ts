@@ -37,6 +37,8 @@ export interface FetcherOptions {
   /** True while unwritten outcomes are at their cap. */
   saturated: () => boolean;
   execute: (running: Running) => Promise<void>;
+  /** Hands a buffered job back without running it (fenced by its lease; no attempt consumed). */
+  release: (running: Running) => void;
   onClaimed: (jobs: ReadonlyArray<Job>, info: ClaimInfo) => void;
   onIdle: () => void;
   onWarning: (error: unknown) => void;
@@ -59,7 +61,7 @@ export class Fetcher {
   /** Moving averages of handler duration and claim round trip (ms), for the prefetch target. */
   private handlerMs: number | undefined;
   private claimMs = 1;
-  /** Buffered jobs dropped since the last log line because their lease went unconfirmed for a whole lease. */
+  /** Buffered jobs handed back since the last log line because their lease went unconfirmed for a whole lease. */
   private unconfirmed = 0;
 
   constructor(private readonly o: FetcherOptions) {}
@@ -178,7 +180,7 @@ export class Fetcher {
     if (this.unconfirmed > 0) {
       this.o.logger.warn(
         { count: this.unconfirmed, leaseMs: this.o.leaseMs },
-        "skipq: dropped buffered jobs whose lease no heartbeat renewed for a whole lease (cut off from the database?); the reaper returns them to the queue",
+        "skipq: handed back buffered jobs whose lease no heartbeat confirmed for a whole lease (cut off from the database, or it is overloaded): released at once if their lease is still live, else the reaper returns them",
       );
       this.unconfirmed = 0;
     }
@@ -196,11 +198,12 @@ export class Fetcher {
       }
       if (performance.now() - running.confirmedAt >= this.o.leaseMs) {
         // Not confirmed for a whole lease (no heartbeat got through: a partition, a stalled database):
-        // the reaper has returned it or will, and another worker may run it. Running it here too would
-        // only add a duplicate; its outcome would be fenced out anyway.
+        // the reaper may have returned it and another worker may run it; running it here too would only
+        // add a duplicate. Hand it back: fenced by the lease, so it returns to the queue at once (no
+        // attempt used) if the lease was still live after all, and changes nothing if it was not.
         running.detached = true;
         this.o.held.delete(running.job.id);
-        this.o.stats.leasesLost++;
+        this.o.release(running);
         this.unconfirmed++;
         running.settle();
         continue;

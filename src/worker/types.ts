@@ -122,7 +122,7 @@ export interface WorkerOptions {
    * next to none, and never more than the handlers can start within a quarter of the lease. A job enqueued
    * later with a higher priority waits behind at most this many. After a partition longer than the lease, the
    * jobs this worker held (running and buffered, at most concurrency + prefetch) are run again elsewhere;
-   * buffered ones it no longer holds are dropped, not started (docs/deployment.md). 0 claims only for free
+   * buffered ones it could not confirm for a whole lease are handed back, not started (docs/deployment.md). 0 claims only for free
    * slots. Default 1000.
    */
   prefetch?: number;
@@ -244,7 +244,7 @@ export interface Running {
   started: boolean;
   /**
    * When the database last confirmed this lease (performance.now() as the claim or heartbeat was sent):
-   * a buffered job not confirmed for a whole lease is presumed reaped and never started here.
+   * a buffered job not confirmed for a whole lease is handed back, never started here.
    */
   confirmedAt: number;
   /** Resolves when the job is settled: its handler ended, or it left the buffer without running. */

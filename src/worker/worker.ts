@@ -222,6 +222,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       running: () => this.state === "running" || this.state === "idle",
       saturated: () => this.completer.saturated,
       execute: (running) => executor.execute(running),
+      release: (running) => this.completer.record(running, "released", undefined),
       onClaimed: (jobs, info) => this.emit("claimed", jobs, info),
       onIdle: () => this.emit("idle"),
       onWarning: warn("claim"),

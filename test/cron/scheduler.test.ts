@@ -128,3 +128,37 @@ test("a started scheduler enqueues each second's tick on the database clock, onc
   expect(new Set(ticks).size).toBe(ticks.length);
   for (let i = 1; i < ticks.length; i++) expect((ticks[i] as number) - (ticks[i - 1] as number)).toBe(1000);
 });
+
+test("a cron pass's transaction may sit idle at most 5 s (less when the session says so): a scheduler cut off mid-pass frees its schedules' locks", async () => {
+  const store = t.skipq.store;
+  const client = await t.skipq.pool.connect();
+  try {
+    await client.query("BEGIN");
+    await store.query(store.sql.cron.cronBound, [5000], client);
+    expect((await client.query("SHOW idle_in_transaction_session_timeout")).rows[0]).toEqual({
+      idle_in_transaction_session_timeout: "5s",
+    });
+    await client.query("COMMIT");
+    // The bound is the transaction's own: the session keeps its setting (the client pool's 60 s).
+    expect((await client.query("SHOW idle_in_transaction_session_timeout")).rows[0]).toEqual({
+      idle_in_transaction_session_timeout: "1min",
+    });
+    await client.query("SET idle_in_transaction_session_timeout = '2s'");
+    await client.query("BEGIN");
+    await store.query(store.sql.cron.cronBound, [5000], client);
+    expect((await client.query("SHOW idle_in_transaction_session_timeout")).rows[0]).toEqual({
+      idle_in_transaction_session_timeout: "2s",
+    });
+    await client.query("ROLLBACK");
+    // Acting: a transaction bounded at 300 ms and left idle is ended by the server.
+    await client.query("BEGIN");
+    await store.query(store.sql.cron.cronBound, [300], client);
+    const pid = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid;
+    await until("the server ended the idle pass's session", async () => {
+      const { rows } = await t.db.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid]);
+      return rows.length === 0;
+    });
+  } finally {
+    client.release(true);
+  }
+});

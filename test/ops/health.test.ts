@@ -98,6 +98,8 @@ test("pending jobs of a kind no live worker handles are reported; kinds a live w
       (await admin.workers()).some((w) => w.id === worker.id && w.kinds.includes("slow")),
     );
     await until("one slow job running", async () => worker.running === 1);
+    // The orphan was claimed and failed before the slow job started; its retry is written by the next flush.
+    await until("the orphan's failure written", () => worker.unwrittenOutcomes === 0);
 
     const { warnings } = await admin.health({ unhandledAfter: 0 });
     const unhandled = warnings

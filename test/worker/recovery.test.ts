@@ -70,9 +70,11 @@ it("a skipq pool's checked-out connection whose backend is terminated fails its 
   const client = await pool.connect();
   try {
     const { rows } = await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+    // Listen before terminating: under load the connection can end before the terminate call returns.
+    const ended = new Promise<void>((resolve) => client.once("end", () => resolve()));
     await t.db.query("SELECT pg_terminate_backend($1)", [rows[0]?.pid]);
     // Without a listener the 'error' event would be thrown as an uncaught exception here.
-    await new Promise<void>((resolve) => client.once("end", () => resolve()));
+    await ended;
     await expect(client.query("SELECT 1")).rejects.toThrow();
   } finally {
     client.release(true);

@@ -29,6 +29,15 @@ export function schedulerStatements(names: Schema) {
                           kind = EXCLUDED.kind, updated_at = now()
                     WHERE (${table}.expression, ${table}.timezone, ${table}.queue, ${table}.kind)
                           IS DISTINCT FROM (EXCLUDED.expression, EXCLUDED.timezone, EXCLUDED.queue, EXCLUDED.kind)`,
+      /**
+       * Bounds how long this pass's transaction may sit idle to $1 ms (or the session's bound, if shorter):
+       * a scheduler cut off mid-pass holds its schedules' row locks, and every other scheduler skips them,
+       * until the server ends its session — so it ends within $1, not the pool's minute or the kernel's
+       * keepalive. Transaction-scoped (set_config's is_local), so it is safe behind a transaction pooler.
+       */
+      cronBound: `SELECT set_config('idle_in_transaction_session_timeout',
+                          LEAST(COALESCE(NULLIF(setting::int, 0), $1::int), $1::int)::text, true) AS bound
+                     FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'`,
       /** Locks the schedules $1 no other scheduler is handling, with the pass's "now" ($2, or the database's). */
       cronLock: `SELECT name, last_tick, paused_at, run_requested_at, COALESCE($2::timestamptz, now()) AS now FROM ${table}
                 WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE SKIP LOCKED`,
