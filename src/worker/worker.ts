@@ -38,15 +38,7 @@ import { Listener } from "./listener.js";
 import { ParentsLoader } from "./parents.js";
 import { Presence } from "./presence.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
-import type {
-  Handler,
-  Job,
-  Running,
-  WorkerEvents,
-  WorkerMiddleware,
-  WorkerOptions,
-  WorkerStats,
-} from "./types.js";
+import type { Handler, Job, Running, WorkerEvents, WorkerMiddleware, WorkerOptions, WorkerStats } from "./types.js";
 import { backoffWait, delay } from "./wakeup.js";
 
 export type {
