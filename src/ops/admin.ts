@@ -1,19 +1,21 @@
 /**
  * `Admin`: inspect and act on jobs — for the CLI, the dashboard and scripts.
- * Arguments are validated here; statements live in sql/admin.ts.
+ * Arguments are validated here; statements live in sql/admin.ts. The jobs
+ * explorer and bulk actions are in adminExplorer.ts, queue statistics in
+ * adminStats.ts; the methods here delegate to them.
  */
 import type { Skipq } from "../core/client.js";
 import { SkipqError, ValidationError } from "../core/errors.js";
 import { assertId, assertInt, assertKey, assertName, type Duration, toMs } from "../core/validate.js";
 import { parseCron } from "../cron/scheduler.js";
 import { JobStore } from "../db/jobStore.js";
-import { BULK_MAX } from "../db/sql/admin.js";
 import type { Statement } from "../db/statements.js";
 import type { Store } from "../db/store.js";
 import { pauseTarget } from "../flow/pause.js";
 import { prune } from "../maintenance/pruner.js";
+import { bulk, bulkCounts, likePattern, searchJobs } from "./adminExplorer.js";
+import { queueOverview, queueSeries, throughput } from "./adminStats.js";
 import {
-  BULK_ACTIONS,
   type BulkAction,
   type BulkCounts,
   type CronScheduleRow,
@@ -30,69 +32,11 @@ import {
   type QueueOverview,
   type QueueSettings,
   type QueueStats,
-  STATS_RANGES,
   type StatsPoint,
   type StatsRange,
   type WorkerPresence,
 } from "./adminTypes.js";
 import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
-
-/** `%text%` for ILIKE, with the user's `\\`, `%` and `_` taken literally. */
-function likePattern(text: unknown): string {
-  if (typeof text !== "string" || text.length > 200 || text.includes("\u0000"))
-    throw new ValidationError("search must be a string of at most 200 characters");
-  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-}
-
-/** A dotted payload path: keys of letters, digits, "_" and "-", at most 10 deep. */
-const PATH_KEY = /^[A-Za-z0-9_-]{1,100}$/;
-
-/** The explorer's filter as the parameters $1–$9 of its statements, validated. */
-function filterParams(f: JobFilter): unknown[] {
-  if (f.status !== undefined && !JOB_STATUSES.includes(f.status))
-    throw new ValidationError(`status ${JSON.stringify(f.status)} is not one of ${JOB_STATUSES.join(", ")}`);
-  if (f.ids !== undefined && (!Array.isArray(f.ids) || f.ids.length > 1000))
-    throw new ValidationError("ids must be an array of at most 1000 job ids");
-  const date = (name: string, d: Date | undefined) => {
-    if (d === undefined) return null;
-    if (!(d instanceof Date) || Number.isNaN(d.getTime())) throw new ValidationError(`${name} must be a valid Date`);
-    return d;
-  };
-  let contains: string | null = null;
-  let exists: string | null = null;
-  if (f.payloadPath !== undefined && f.payloadPath !== "") {
-    const keys = f.payloadPath.split(".");
-    if (keys.length > 10 || !keys.every((k) => PATH_KEY.test(k)))
-      throw new ValidationError(
-        `payload path ${JSON.stringify(f.payloadPath.slice(0, 50))} must be dotted keys of letters, digits, "_" and "-" (e.g. customer.id), at most 10 deep`,
-      );
-    if (f.payloadValue === undefined || f.payloadValue === "") {
-      exists = `$${keys.map((k) => `."${k}"`).join("")}`;
-    } else {
-      if (f.payloadValue.length > 1000) throw new ValidationError("payload value must be at most 1000 characters");
-      let value: unknown;
-      try {
-        value = JSON.parse(f.payloadValue);
-      } catch {
-        value = f.payloadValue;
-      }
-      contains = JSON.stringify(keys.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value));
-    }
-  } else if (f.payloadValue !== undefined && f.payloadValue !== "") {
-    throw new ValidationError("a payload value needs a payload path (e.g. customer.id)");
-  }
-  return [
-    f.status ?? null,
-    f.queue === undefined ? null : assertName("queue", f.queue),
-    f.kind === undefined ? null : assertName("kind", f.kind),
-    f.ids === undefined ? null : f.ids.map((id) => assertId(id)),
-    f.search === undefined || f.search === "" ? null : likePattern(f.search),
-    date("createdFrom", f.createdFrom),
-    date("createdTo", f.createdTo),
-    contains,
-    exists,
-  ];
-}
 
 /** Limits of one queue, enforced across all workers. */
 export class Admin {
@@ -175,30 +119,12 @@ export class Admin {
    * `before` (an id) pages on by keyset, so page 1,000 costs what page 1 does.
    */
   async searchJobs(filter: JobFilter, page: { before?: string; limit?: number } = {}): Promise<ListedJob[]> {
-    const { rows } = await this.store.query(this.sql.jobSearch, [
-      ...filterParams(filter),
-      page.before === undefined ? null : assertId(page.before),
-      assertInt("limit", page.limit ?? 50, 1, 500),
-    ]);
-    return rows;
+    return searchJobs(this.store, filter, page);
   }
 
   /** How many jobs `filter` matches, and how many of them each bulk action would touch (shown before confirming). */
   async bulkCounts(filter: JobFilter): Promise<BulkCounts> {
-    const { rows } = await this.store.query(this.sql.jobBulkCount, filterParams(filter));
-    const r = rows[0];
-    const cap = (n: number) => Math.min(n, BULK_MAX);
-    return {
-      matched: r.matched,
-      limit: BULK_MAX,
-      applicable: {
-        retry: cap(r.retry),
-        cancel: cap(r.cancel),
-        delete: cap(r.delete),
-        "run-now": cap(r.run_now),
-        priority: cap(r.priority),
-      },
-    };
+    return bulkCounts(this.store, filter);
   }
 
   /**
@@ -207,24 +133,7 @@ export class Admin {
    * BULK_MAX of each kind at a time. Returns how many jobs it changed.
    */
   async bulk(action: BulkAction, filter: JobFilter, options: { priority?: number } = {}): Promise<number> {
-    const params = filterParams(filter);
-    const channel = this.store.schema.channel;
-    switch (action) {
-      case "retry":
-        return (await this.store.query(this.sql.jobBulkRetry, params)).rowCount ?? 0;
-      case "cancel":
-        return (await this.store.query(this.sql.jobBulkCancel, [...params, channel])).rowCount ?? 0;
-      case "delete":
-        return (await this.store.query(this.sql.jobBulkDelete, params)).rowCount ?? 0;
-      case "run-now":
-        return (await this.store.query(this.sql.jobBulkRunNow, [...params, channel])).rows[0].n;
-      case "priority": {
-        const priority = assertInt("priority", options.priority, -32768, 32767);
-        return (await this.store.query(this.sql.jobBulkPriority, [...params, priority])).rowCount ?? 0;
-      }
-      default:
-        throw new ValidationError(`action must be one of ${BULK_ACTIONS.join(", ")}`);
-    }
+    return bulk(this.store, action, filter, options);
   }
 
   async stats(): Promise<QueueStats[]> {
@@ -327,28 +236,12 @@ export class Admin {
    * history, so it stays cheap on a table with millions of finished jobs.
    */
   async overview(): Promise<QueueOverview[]> {
-    const { rows } = await this.store.query(this.ops.queueOverview);
-    return rows.map((r) => ({
-      queue: r.queue,
-      pending: r.pending,
-      scheduled: r.scheduled,
-      waiting: r.waiting,
-      running: r.running,
-      dead: r.dead,
-      completedLastHour: r.completed_last_hour,
-      oldestPendingSeconds: r.oldest_pending_s === null ? null : Number(r.oldest_pending_s),
-      paused: r.paused_at !== null,
-    }));
+    return queueOverview(this.store);
   }
 
   /** Completions per minute over the last hour, oldest minute first (60 numbers). */
   async throughput(queue?: string): Promise<number[]> {
-    const { rows } = await this.store.query(this.ops.throughputLastHour, [
-      queue === undefined ? null : assertName("queue", queue),
-    ]);
-    const perMinute = new Array<number>(60).fill(0);
-    for (const r of rows) if (r.minutes_ago >= 0 && r.minutes_ago < 60) perMinute[59 - r.minutes_ago] = r.n;
-    return perMinute;
+    return throughput(this.store, queue);
   }
 
   /**
@@ -358,47 +251,7 @@ export class Admin {
    * nothing was sampled).
    */
   async queueSeries(queue: string | undefined, range: StatsRange): Promise<StatsPoint[]> {
-    const shape = STATS_RANGES[range];
-    if (!shape) throw new ValidationError(`range must be one of ${Object.keys(STATS_RANGES).join(", ")}`);
-    const [{ rows }, { rows: now }] = await Promise.all([
-      this.store.query(this.store.sql.stats.series, [
-        queue === undefined ? null : assertName("queue", queue),
-        shape.step,
-        shape.span,
-      ]),
-      this.store.query(this.store.sql.stats.dbNow),
-    ]);
-    const stepMs = shape.step * 1000;
-    const byTime = new Map<number, StatsPoint>();
-    for (const r of rows)
-      byTime.set(new Date(r.t).getTime(), {
-        t: new Date(r.t),
-        completed: r.completed,
-        failed: r.failed,
-        cancelled: r.cancelled,
-        depth: r.depth,
-        running: r.running,
-        p50: r.p50 === null ? null : Number(r.p50),
-        p95: r.p95 === null ? null : Number(r.p95),
-      });
-    const last = Math.floor(new Date(now[0].now).getTime() / stepMs) * stepMs;
-    const points: StatsPoint[] = [];
-    for (let i = shape.span / shape.step - 1; i >= 0; i--) {
-      const t = last - i * stepMs;
-      points.push(
-        byTime.get(t) ?? {
-          t: new Date(t),
-          completed: 0,
-          failed: 0,
-          cancelled: 0,
-          depth: null,
-          running: null,
-          p50: null,
-          p95: null,
-        },
-      );
-    }
-    return points;
+    return queueSeries(this.store, queue, range);
   }
 
   /** Workers that recorded their presence recently (each does every 10 s by default). */

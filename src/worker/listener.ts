@@ -139,3 +139,35 @@ export class Listener {
     this.options.onConnectionChange?.(connected);
   }
 }
+
+/**
+ * A worker's listener: one when `listen` is on and there is a connection
+ * string, else undefined (logged when `listen` is on: polling covers).
+ */
+export function workerListener(o: {
+  listen: boolean;
+  url: string | undefined;
+  sessionSettings: ResolvedSettings;
+  channel: string;
+  logger: Logger;
+  onNotify: (message: string) => void;
+  onConnectionChange: (connected: boolean) => void;
+}): Listener | undefined {
+  if (o.listen && o.url) {
+    return new Listener({
+      connectionString: o.url,
+      sessionSettings: o.sessionSettings,
+      channel: o.channel,
+      logger: o.logger,
+      onNotify: o.onNotify,
+      onConnectionChange: o.onConnectionChange,
+    });
+  }
+  if (o.listen) {
+    o.logger.info(
+      {},
+      "skipq: LISTEN is off (the client was given a pool, not a connection string); pass listenConnectionString for instant wake-ups — polling covers meanwhile",
+    );
+  }
+  return undefined;
+}

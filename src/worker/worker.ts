@@ -2,7 +2,9 @@
  * The worker: its lifecycle, and the wiring of its parts — the fetcher
  * (claims, prefetch buffer), the executor (one job's handler), the completer
  * (batched fenced outcomes), leases (heartbeats, lost leases, cancel hints),
- * the listener (LISTEN wake-ups), presence, and the maintainer.
+ * the listener (LISTEN wake-ups), presence, and the maintainer. Workflow spawns
+ * are in spawning.ts, the graceful stop's job draining in drain.ts, the side
+ * loops' construction in loops.ts.
  *
  * Invariants: a claim is committed before its handlers start; it never holds a
  * transaction open while a handler runs; every outcome, heartbeat and release
@@ -13,8 +15,8 @@
  */
 import { EventEmitter } from "node:events";
 import type pg from "pg";
-import type { BulkItem, Enqueuer } from "../core/enqueue.js";
-import { SkipqError, ValidationError } from "../core/errors.js";
+import type { Enqueuer } from "../core/enqueue.js";
+import { SkipqError } from "../core/errors.js";
 import type { JobDefinition, PayloadOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { assertMiddleware } from "../core/middleware.js";
@@ -26,20 +28,22 @@ import { JobStore } from "../db/jobStore.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import type { ResolvedSettings } from "../db/pool.js";
 import type { Store } from "../db/store.js";
-import { withTransaction } from "../db/transaction.js";
 import { pauseTarget } from "../flow/pause.js";
-import { Maintainer } from "../maintenance/maintainer.js";
+import type { Maintainer } from "../maintenance/maintainer.js";
 import { Claimer } from "./claimer.js";
 import { Completer } from "./completer.js";
+import { drainJobs } from "./drain.js";
 import { Executor, type Registered } from "./executor.js";
 import { Fetcher } from "./fetcher.js";
 import { Leases } from "./leases.js";
-import { Listener } from "./listener.js";
+import { type Listener, workerListener } from "./listener.js";
+import { workerMaintainer, workerPresence } from "./loops.js";
 import { ParentsLoader } from "./parents.js";
-import { Presence } from "./presence.js";
+import type { Presence } from "./presence.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
+import { completeSpawning, prepareSpawn } from "./spawning.js";
 import type { Handler, Job, Running, WorkerEvents, WorkerMiddleware, WorkerOptions, WorkerStats } from "./types.js";
-import { backoffWait, delay } from "./wakeup.js";
+import { backoffWait } from "./wakeup.js";
 
 export type {
   ClaimInfo,
@@ -131,6 +135,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       logger: this.logger,
     });
     const features = new JobFeatureStore(this.store);
+    const enqueuer = () => host.enqueuer;
     this.completer = new Completer({
       jobs,
       features,
@@ -148,15 +153,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       // until written: claim again now, not at the next poll.
       onFlushed: () => this.fetcher.wakeup.wake(),
       completeSpawning: (id, lease, result, rows) =>
-        withTransaction(pool, async (tx) => {
-          const accepted =
-            result === null
-              ? await jobs.completeMany([id], [lease], tx)
-              : await features.completeManyWithResults([id], [lease], [result], tx);
-          if (accepted.length === 0) return false;
-          await this.spawner(host).withParents(tx, rows, true);
-          return true;
-        }),
+        completeSpawning({ pool, jobs, features, enqueuer }, id, lease, result, rows),
     });
     this.leases = new Leases({
       jobs,
@@ -190,16 +187,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       redactError,
       record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),
       parents: (job) => parents.load(job.id),
-      prepareSpawn: (children, then) => {
-        if (!Array.isArray(children)) throw new TypeError("ctx.spawn expects an array of { job, payload, ...options }");
-        const items: BulkItem[] = [...children];
-        if (then !== undefined) {
-          // No children: the continuation depends on nothing more than it says (and may run at once).
-          const dependsOn = [...(then.dependsOn ?? []), ...children.map((_, item) => ({ item }))];
-          items.push(dependsOn.length > 0 ? { ...then, dependsOn } : then);
-        }
-        return this.spawner(host).prepareMany(items, {});
-      },
+      prepareSpawn: (children, then) => prepareSpawn(enqueuer, children, then),
       onStart: (job) => this.emit("jobStart", job),
       onEnd: (job, outcome, durationMs, error) => {
         this.fetcher.noteHandlerMs(durationMs);
@@ -228,57 +216,22 @@ export class Worker extends EventEmitter<WorkerEvents> {
       onWarning: warn("claim"),
     });
 
-    this.listener = this.makeListener(host);
-    const maintenance = options.maintenance ?? true;
-    if (maintenance !== false) {
-      this.maintainer = new Maintainer({
-        ...(maintenance === true ? {} : maintenance),
-        reaperInterval:
-          (maintenance === true ? undefined : maintenance.reaperInterval) ?? options.reaperInterval ?? "5s",
-        store: this.store,
-        holder: s.id,
-        jobLeaseMs: s.lockTimeoutMs,
-        logger: this.logger,
-        onReaped: (jobs) => this.emit("reaped", jobs),
-      });
-      if (options.scheduler) this.maintainer.add(options.scheduler);
-    }
-    if (options.presence ?? true) {
-      this.presence = new Presence({
-        store: this.store,
-        workerId: s.id,
-        queues: s.queues,
-        kinds: () => this.kinds,
-        intervalMs: s.presenceMs,
-        logger: this.logger,
-      });
-    }
-  }
-
-  private makeListener(host: WorkerHost): Listener | undefined {
-    const listen = this.options.listen ?? true;
-    const url = this.options.listenConnectionString ?? host.connectionString;
-    if (listen && url) {
-      return new Listener({
-        connectionString: url,
-        sessionSettings: host.sessionSettings,
-        channel: this.store.schema.channel,
-        logger: this.logger,
-        onNotify: (message) => {
-          // "!..." payloads are control messages (cancel, flow settings); queue names cannot start with "!".
-          if (message.startsWith("!")) this.control(message);
-          else if (this.queues.includes(message)) this.fetcher.notified();
-        },
-        onConnectionChange: (connected) => this.emit("listener", connected),
-      });
-    }
-    if (listen) {
-      this.logger.info(
-        {},
-        "skipq: LISTEN is off (the client was given a pool, not a connection string); pass listenConnectionString for instant wake-ups — polling covers meanwhile",
-      );
-    }
-    return undefined;
+    this.listener = workerListener({
+      listen: options.listen ?? true,
+      url: options.listenConnectionString ?? host.connectionString,
+      sessionSettings: host.sessionSettings,
+      channel: this.store.schema.channel,
+      logger: this.logger,
+      onNotify: (message) => {
+        // "!..." payloads are control messages (cancel, flow settings); queue names cannot start with "!".
+        if (message.startsWith("!")) this.control(message);
+        else if (this.queues.includes(message)) this.fetcher.notified();
+      },
+      onConnectionChange: (connected) => this.emit("listener", connected),
+    });
+    const loopParts = { options, settings: s, store: this.store, logger: this.logger };
+    this.maintainer = workerMaintainer(loopParts, (jobs) => this.emit("reaped", jobs));
+    this.presence = workerPresence(loopParts, () => this.kinds);
   }
 
   /** Registers the handler for a job kind (typed by its definition). Returns this, for chaining. */
@@ -413,13 +366,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  /** Workflows: the enqueuer ctx.spawn uses (the client's). */
-  private spawner(host: WorkerHost): Enqueuer {
-    if (!host.enqueuer)
-      throw new ValidationError("ctx.spawn needs a worker made by skipq.worker() (its client enqueues the children)");
-    return host.enqueuer;
-  }
-
   private pauseKey(job: Job, until: Date | Duration, key: string | null | undefined): Promise<Date> {
     const k = key === undefined ? job.concurrencyKey : key === null ? null : assertKey(key, "key");
     return this.claimer.pauseKey(job.queue, k, pauseTarget(until));
@@ -427,36 +373,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async shutdown(): Promise<void> {
     await this.loop;
-    // Buffered jobs never started: hand them back at once, their attempt not consumed.
-    for (const running of this.fetcher.drainBuffer()) {
-      running.detached = true;
-      this.held.delete(running.job.id);
-      this.completer.record(running, "released", undefined);
-      running.settle();
-    }
-    const hard = new Promise<void>((resolve) => {
-      this.hardStop = resolve;
+    await drainJobs({
+      fetcher: this.fetcher,
+      completer: this.completer,
+      held: this.held,
+      logger: this.logger,
+      shutdownMs: this.settings.shutdownMs,
+      abortGraceMs: this.settings.abortGraceMs,
+      onHardStop: (hardStop) => {
+        this.hardStop = hardStop;
+      },
     });
-    const settled = () => Promise.all([...this.held.values()].map((r) => r.done)).then(() => undefined);
-    if (this.held.size > 0) {
-      this.logger.info(
-        { running: this.held.size, timeoutMs: this.settings.shutdownMs },
-        "skipq: stopping; waiting for running jobs",
-      );
-      await Promise.race([settled(), delay(this.settings.shutdownMs), hard]);
-    }
-    if (this.held.size > 0) {
-      const reason = new SkipqError("SKIPQ_SHUTDOWN", "the worker is shutting down");
-      for (const running of this.held.values()) running.controller.abort(reason);
-      await Promise.race([settled(), delay(this.settings.abortGraceMs)]);
-    }
-    // Handlers that ignored their signal: release their jobs now; their late outcomes are fenced out.
-    for (const running of [...this.held.values()]) {
-      if (running.detached) continue;
-      running.detached = true;
-      this.completer.record(running, "released", undefined);
-    }
-    await this.completer.flush();
     this.leases.stop();
     this.state = "stopped";
     await this.closeResources();

@@ -13,15 +13,21 @@
  *
  * Every credential check (form, Basic, Bearer) goes through one throttle, per
  * client and per user name, and every failure is logged; no limit is global,
- * so a stranger's guessing can never lock the admin's own client out.
+ * so a stranger's guessing can never lock the admin's own client out. The
+ * throttle itself is in throttle.ts and the request readers (cookies, client
+ * address, loopback) in clientInfo.ts; their names are re-exported here.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type http from "node:http";
 import { SkipqError, ValidationError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
-import type { Duration } from "../../core/validate.js";
 import type { Statement } from "../../db/statements.js";
 import type { Store } from "../../db/store.js";
+import { parseCookies } from "./clientInfo.js";
+import { type CredentialThrottle, ThrottledError } from "./throttle.js";
+
+export { clientAddress, isLoopback, parseCookies } from "./clientInfo.js";
+export { CredentialThrottle, ThrottledError, type ThrottleOptions } from "./throttle.js";
 
 export interface DashboardAuth {
   /** A bearer token, also accepted by the sign-in form. Default: `SKIPQ_DASHBOARD_TOKEN`. At least 16 characters. */
@@ -337,147 +343,4 @@ export class Authenticator {
       throw error;
     }
   }
-}
-
-export function parseCookies(header: string | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (!header) return out;
-  for (const part of header.split(";")) {
-    const eq = part.indexOf("=");
-    if (eq < 0) continue;
-    const name = part.slice(0, eq).trim();
-    const value = part.slice(eq + 1).trim();
-    if (name && !(name in out)) {
-      try {
-        out[name] = decodeURIComponent(value);
-      } catch {
-        out[name] = value;
-      }
-    }
-  }
-  return out;
-}
-
-/** Whether an address is loopback (127.0.0.0/8, ::1, or "localhost"). */
-export function isLoopback(host: string | undefined): boolean {
-  if (!host) return false;
-  const h = host.replace(/^\[|\]$/g, "").replace(/^::ffff:/, "");
-  return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h);
-}
-
-/** A credential check refused without running: the client must wait `retryAfterSeconds`. */
-export class ThrottledError extends Error {
-  constructor(readonly retryAfterSeconds: number) {
-    super(`too many failed sign-ins; wait ${retryAfterSeconds} s and try again`);
-  }
-}
-
-export interface ThrottleOptions {
-  /** Failed credential checks one client may make per window; past it, that client's checks answer 429. Default 10. */
-  perClient?: number;
-  /**
-   * Failed checks against one user name (or the token) per window, across
-   * all clients; past it, clients that never signed in as that name answer
-   * 429 for it. Clients that did are never refused by this limit. Default 30.
-   */
-  perUser?: number;
-  /** The sliding window. Default "1m". */
-  window?: Duration;
-}
-
-/** How many keys each map of the throttle keeps; the least recently used go first. */
-const THROTTLE_KEYS = 10_000;
-/** How long a successful sign-in marks a client as known for that name. */
-const KNOWN_FOR_MS = 30 * 86_400_000;
-
-/**
- * Failed credential checks in a sliding window, per client and per account
- * ("token" or "user:<name>"). Nothing is global: a client is refused for its
- * own failures, and for an account under attack only while it has never
- * signed in as that account here. In memory, per process: each replica
- * throttles on its own. Bounded: at most THROTTLE_KEYS keys per map.
- */
-export class CredentialThrottle {
-  private readonly perClient: number;
-  private readonly perUser: number;
-  private readonly windowMs: number;
-  private readonly byClient = new Map<string, number[]>();
-  private readonly byAccount = new Map<string, number[]>();
-  /** `${account}\u0000${client}` → when it last signed in. */
-  private readonly known = new Map<string, number>();
-
-  constructor(options: { perClient: number; perUser: number; windowMs: number }) {
-    this.perClient = options.perClient;
-    this.perUser = options.perUser;
-    this.windowMs = options.windowMs;
-  }
-
-  /** Seconds (rounded up) until this client may try this account; 0 when it may now. */
-  wait(client: string, account: string, now = Date.now()): number {
-    const clientWait = this.waitOn(this.byClient, client, this.perClient, now);
-    if (clientWait > 0) return clientWait;
-    const knownAt = this.known.get(`${account}\u0000${client}`);
-    if (knownAt !== undefined && knownAt > now - KNOWN_FOR_MS) return 0;
-    return this.waitOn(this.byAccount, account, this.perUser, now);
-  }
-
-  /** Records a failure; true when it just made the client (or the account) refused. */
-  failed(client: string, account: string, now = Date.now()): boolean {
-    const a = this.record(this.byClient, client, this.perClient, now);
-    const b = this.record(this.byAccount, account, this.perUser, now);
-    return a || b;
-  }
-
-  succeeded(client: string, account: string, now = Date.now()): void {
-    const key = `${account}\u0000${client}`;
-    this.known.delete(key);
-    this.known.set(key, now);
-    if (this.known.size > THROTTLE_KEYS) this.known.delete(this.known.keys().next().value as string);
-  }
-
-  private recent(map: Map<string, number[]>, key: string, now: number): number[] {
-    const cutoff = now - this.windowMs;
-    const times = (map.get(key) ?? []).filter((t) => t > cutoff);
-    if (times.length === 0) map.delete(key);
-    return times;
-  }
-
-  private waitOn(map: Map<string, number[]>, key: string, limit: number, now: number): number {
-    const times = this.recent(map, key, now);
-    if (times.length < limit) return 0;
-    const freeAt = (times[times.length - limit] as number) + this.windowMs;
-    return Math.max(1, Math.ceil((freeAt - now) / 1000));
-  }
-
-  private record(map: Map<string, number[]>, key: string, limit: number, now: number): boolean {
-    const times = this.recent(map, key, now);
-    times.push(now);
-    // Keep only what the limit needs, so one key never grows past it.
-    if (times.length > limit) times.splice(0, times.length - limit);
-    map.delete(key);
-    map.set(key, times);
-    if (map.size > THROTTLE_KEYS) map.delete(map.keys().next().value as string);
-    return times.length === limit;
-  }
-}
-
-/**
- * The client a request comes from, for throttling: the socket's address, or,
- * behind a trusted proxy, the last address in X-Forwarded-For (the one that
- * proxy saw). IPv6 clients count per /64, the block one host usually holds.
- */
-export function clientAddress(req: http.IncomingMessage, trustProxy: boolean): string {
-  let address = req.socket.remoteAddress ?? "unknown";
-  if (trustProxy) {
-    const forwarded = req.headers["x-forwarded-for"];
-    const last = (Array.isArray(forwarded) ? forwarded.join(",") : (forwarded ?? "")).split(",").at(-1)?.trim();
-    if (last) address = last;
-  }
-  address = address.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "");
-  if (!address.includes(":")) return address;
-  const groups = address.toLowerCase().split("::");
-  const head = (groups[0] ?? "").split(":").filter(Boolean);
-  const tail = groups.length > 1 ? (groups[1] ?? "").split(":").filter(Boolean) : [];
-  const full = [...head, ...Array(Math.max(0, 8 - head.length - tail.length)).fill("0"), ...tail];
-  return `${full.slice(0, 4).join(":")}::/64`;
 }

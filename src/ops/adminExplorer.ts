@@ -1,0 +1,134 @@
+/**
+ * The jobs explorer behind `Admin`: a filter validated into the parameters of
+ * its statements (names, ids, a literal ILIKE pattern, a dotted payload path),
+ * keyset pages of matching jobs, and bulk actions capped at BULK_MAX a kind.
+ * It never loads payloads into a list.
+ */
+import { ValidationError } from "../core/errors.js";
+import { assertId, assertInt, assertName } from "../core/validate.js";
+import { BULK_MAX } from "../db/sql/admin.js";
+import type { Store } from "../db/store.js";
+import {
+  BULK_ACTIONS,
+  type BulkAction,
+  type BulkCounts,
+  JOB_STATUSES,
+  type JobFilter,
+  type ListedJob,
+} from "./adminTypes.js";
+
+/** `%text%` for ILIKE, with the user's `\\`, `%` and `_` taken literally. */
+export function likePattern(text: unknown): string {
+  if (typeof text !== "string" || text.length > 200 || text.includes("\u0000"))
+    throw new ValidationError("search must be a string of at most 200 characters");
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/** A dotted payload path: keys of letters, digits, "_" and "-", at most 10 deep. */
+const PATH_KEY = /^[A-Za-z0-9_-]{1,100}$/;
+
+/** The explorer's filter as the parameters $1–$9 of its statements, validated. */
+function filterParams(f: JobFilter): unknown[] {
+  if (f.status !== undefined && !JOB_STATUSES.includes(f.status))
+    throw new ValidationError(`status ${JSON.stringify(f.status)} is not one of ${JOB_STATUSES.join(", ")}`);
+  if (f.ids !== undefined && (!Array.isArray(f.ids) || f.ids.length > 1000))
+    throw new ValidationError("ids must be an array of at most 1000 job ids");
+  const date = (name: string, d: Date | undefined) => {
+    if (d === undefined) return null;
+    if (!(d instanceof Date) || Number.isNaN(d.getTime())) throw new ValidationError(`${name} must be a valid Date`);
+    return d;
+  };
+  let contains: string | null = null;
+  let exists: string | null = null;
+  if (f.payloadPath !== undefined && f.payloadPath !== "") {
+    const keys = f.payloadPath.split(".");
+    if (keys.length > 10 || !keys.every((k) => PATH_KEY.test(k)))
+      throw new ValidationError(
+        `payload path ${JSON.stringify(f.payloadPath.slice(0, 50))} must be dotted keys of letters, digits, "_" and "-" (e.g. customer.id), at most 10 deep`,
+      );
+    if (f.payloadValue === undefined || f.payloadValue === "") {
+      exists = `$${keys.map((k) => `."${k}"`).join("")}`;
+    } else {
+      if (f.payloadValue.length > 1000) throw new ValidationError("payload value must be at most 1000 characters");
+      let value: unknown;
+      try {
+        value = JSON.parse(f.payloadValue);
+      } catch {
+        value = f.payloadValue;
+      }
+      contains = JSON.stringify(keys.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value));
+    }
+  } else if (f.payloadValue !== undefined && f.payloadValue !== "") {
+    throw new ValidationError("a payload value needs a payload path (e.g. customer.id)");
+  }
+  return [
+    f.status ?? null,
+    f.queue === undefined ? null : assertName("queue", f.queue),
+    f.kind === undefined ? null : assertName("kind", f.kind),
+    f.ids === undefined ? null : f.ids.map((id) => assertId(id)),
+    f.search === undefined || f.search === "" ? null : likePattern(f.search),
+    date("createdFrom", f.createdFrom),
+    date("createdTo", f.createdTo),
+    contains,
+    exists,
+  ];
+}
+
+/** Jobs matching `filter`, newest first, a page at a time; see `Admin.searchJobs`. */
+export async function searchJobs(
+  store: Store,
+  filter: JobFilter,
+  page: { before?: string; limit?: number },
+): Promise<ListedJob[]> {
+  const { rows } = await store.query(store.sql.admin.jobSearch, [
+    ...filterParams(filter),
+    page.before === undefined ? null : assertId(page.before),
+    assertInt("limit", page.limit ?? 50, 1, 500),
+  ]);
+  return rows;
+}
+
+/** How many jobs `filter` matches and how many each bulk action would touch; see `Admin.bulkCounts`. */
+export async function bulkCounts(store: Store, filter: JobFilter): Promise<BulkCounts> {
+  const { rows } = await store.query(store.sql.admin.jobBulkCount, filterParams(filter));
+  const r = rows[0];
+  const cap = (n: number) => Math.min(n, BULK_MAX);
+  return {
+    matched: r.matched,
+    limit: BULK_MAX,
+    applicable: {
+      retry: cap(r.retry),
+      cancel: cap(r.cancel),
+      delete: cap(r.delete),
+      "run-now": cap(r.run_now),
+      priority: cap(r.priority),
+    },
+  };
+}
+
+/** Applies a bulk action to the jobs of `filter`; see `Admin.bulk`. */
+export async function bulk(
+  store: Store,
+  action: BulkAction,
+  filter: JobFilter,
+  options: { priority?: number },
+): Promise<number> {
+  const params = filterParams(filter);
+  const channel = store.schema.channel;
+  switch (action) {
+    case "retry":
+      return (await store.query(store.sql.admin.jobBulkRetry, params)).rowCount ?? 0;
+    case "cancel":
+      return (await store.query(store.sql.admin.jobBulkCancel, [...params, channel])).rowCount ?? 0;
+    case "delete":
+      return (await store.query(store.sql.admin.jobBulkDelete, params)).rowCount ?? 0;
+    case "run-now":
+      return (await store.query(store.sql.admin.jobBulkRunNow, [...params, channel])).rows[0].n;
+    case "priority": {
+      const priority = assertInt("priority", options.priority, -32768, 32767);
+      return (await store.query(store.sql.admin.jobBulkPriority, [...params, priority])).rowCount ?? 0;
+    }
+    default:
+      throw new ValidationError(`action must be one of ${BULK_ACTIONS.join(", ")}`);
+  }
+}

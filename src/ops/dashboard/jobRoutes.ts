@@ -1,0 +1,200 @@
+/**
+ * The dashboard's job routes: the explorer (`/jobs`), a job's page, dead jobs
+ * grouped by fingerprint, and their actions (bulk, retry, cancel, retry by
+ * fingerprint). Lists never load payloads; a job's payload, headers, result
+ * and logs are redacted before they are shown, and cut to a bounded size.
+ */
+import { SkipqError } from "../../core/errors.js";
+import type { Admin } from "../admin.js";
+import { BULK_ACTIONS, type BulkAction, type FlowNode, JOB_STATUSES, type ListedJob } from "../adminTypes.js";
+import {
+  attemptLogsShown,
+  FLASH_COOKIE,
+  filterOf,
+  formParam,
+  HttpError,
+  param,
+  shownJson,
+  toJobFilter,
+} from "./request.js";
+import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
+import { bulkConfirmPage, deadPage, FILTER_FIELDS, type JobsFilter, jobPage, jobsPage } from "./views.js";
+
+/** Jobs per explorer page. */
+export const PAGE_SIZE = 50;
+const MAX_PAYLOAD_CHARS = 100_000;
+
+/** The job pages; false when `rel` is none of them. */
+export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<boolean> {
+  const { admin, redact, redactError, liveTopics, search } = rt;
+  const { req, rel, url, ctx, page } = r;
+  if (rel === "/jobs") {
+    const filter = filterOf((name) => param(url, name));
+    const before = param(url, "before");
+    if (before && !/^[1-9][0-9]{0,18}$/.test(before)) throw new HttpError(400, "before must be a job id");
+    // The live script's refreshes (marked by their header) share results for a second; a person's navigation never does.
+    const jobs =
+      req.headers["x-skipq-live"] === "1"
+        ? await search(filter, before)
+        : await admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE });
+    return page(
+      200,
+      jobsPage(
+        { ...ctx, refresh: before ? undefined : 10, live: liveTopics("jobs") },
+        filter,
+        { before, jobs, limit: PAGE_SIZE, canAct: ctx.canAct !== false },
+        JOB_STATUSES,
+        (j) => redactError(j.last_error, j),
+      ),
+    );
+  }
+  const detail = /^\/jobs\/([1-9][0-9]{0,18})$/.exec(rel);
+  if (detail) {
+    const job = await admin.getJob(detail[1] as string);
+    if (!job) throw new HttpError(404, `job ${detail[1]} does not exist (it may have been pruned)`);
+    const text = shownJson(() => redact(job.payload, { field: "payload", job }), "payload", job.id);
+    const headers = job.headers
+      ? shownJson(() => redact(job.headers, { field: "headers", job }), "headers", job.id)
+      : null;
+    const result =
+      job.result === null ? null : shownJson(() => redact(job.result, { field: "result", job }), "result", job.id);
+    const moving = job.status === "waiting" || job.status === "pending" || job.status === "running";
+    // Workflows: parents and children, results redacted as payloads are, cut to one line.
+    const flow = await admin.jobFlow(job.id, 200);
+    const shownNode = (n: FlowNode) => {
+      const text =
+        n.result === null || n.result === undefined
+          ? "—"
+          : shownJson(
+              () => redact(n.result, { field: "payload", job: { id: n.id, queue: job.queue, kind: n.kind ?? "" } }),
+              "payload",
+              n.id,
+            ).replace(/\s+/g, " ");
+      return {
+        id: n.id,
+        kind: n.kind,
+        status: n.status,
+        result: text.length > 120 ? `${text.slice(0, 119)}…` : text,
+      };
+    };
+    return page(
+      200,
+      jobPage(moving ? { ...ctx, refresh: 2, live: liveTopics("job") } : { ...ctx, live: liveTopics("job") }, job, {
+        payload: text.slice(0, MAX_PAYLOAD_CHARS),
+        payloadTruncated: Math.max(0, text.length - MAX_PAYLOAD_CHARS),
+        headers,
+        error: redactError(job.last_error, job),
+        result: result === null ? null : result.slice(0, MAX_PAYLOAD_CHARS),
+        progress: job.progress === null ? null : JSON.stringify(job.progress),
+        attemptLogs: attemptLogsShown(job, redact, redactError),
+        ...(flow ? { flow: { parents: flow.parents.map(shownNode), children: flow.children.map(shownNode) } } : {}),
+      }),
+    );
+  }
+  if (rel === "/dead") {
+    const queue = param(url, "queue");
+    const groups = await admin.deadByFingerprint({ ...(queue ? { queue } : {}), limit: 200 });
+    return page(
+      200,
+      deadPage(ctx, queue, groups, (g) =>
+        redactError(g.example_error, { id: g.example_id, queue: g.queue, kind: g.kind }),
+      ),
+    );
+  }
+  return false;
+}
+
+/** The job actions; false when `rel` is none of them. */
+export async function jobActions(rt: DashboardRuntime, r: ActionRequest): Promise<boolean> {
+  const { base, admin, cookie } = rt;
+  const { req, rel, form, ctx, page, done, redirect, record } = r;
+  if (rel === "/jobs/bulk") {
+    const filter = filterOf((name) => formParam(form, name));
+    const action = form.get("action") as BulkAction;
+    if (!BULK_ACTIONS.includes(action)) throw new HttpError(400, `action must be one of ${BULK_ACTIONS.join(", ")}`);
+    const scope = form.get("scope") === "selected" ? "selected" : "filter";
+    const ids = form.getAll("ids");
+    if (scope === "selected") {
+      if (ids.length === 0) return done("Select at least one job first.", "err");
+      if (ids.length > 500 || !ids.every((id) => /^[1-9][0-9]{0,18}$/.test(id)))
+        throw new HttpError(400, "ids: at most 500 job ids");
+    }
+    const priorityText = form.get("priority") ?? "0";
+    if (action === "priority" && !/^-?[0-9]{1,5}$/.test(priorityText))
+      throw new HttpError(400, "priority must be a whole number from -32768 to 32767");
+    const priority = Number(priorityText);
+    if (action === "priority" && (priority < -32768 || priority > 32767))
+      throw new HttpError(400, "priority must be a whole number from -32768 to 32767");
+    const target = { ...toJobFilter(filter), ...(scope === "selected" ? { ids } : {}) };
+    if (form.get("confirm") === null) {
+      const counts = await admin.bulkCounts(target);
+      return page(
+        200,
+        bulkConfirmPage(ctx, {
+          action,
+          scope,
+          ids: scope === "selected" ? ids : [],
+          filter,
+          priority: priorityText,
+          counts,
+        }),
+      );
+    }
+    const n = await admin.bulk(action, target, { priority });
+    await record(
+      `bulk ${action}`,
+      scope === "selected" ? `jobs ${ids.join(",")}`.slice(0, 500) : "jobs matching a filter",
+      {
+        filter: Object.fromEntries(Object.entries(filter).filter(([, v]) => v)),
+        jobs: n,
+        ...(action === "priority" ? { priority } : {}),
+      },
+    );
+    const query = new URLSearchParams(
+      Object.entries(FILTER_FIELDS).flatMap(([k, name]): Array<[string, string]> => {
+        const v = filter[k as keyof JobsFilter];
+        return v ? [[name, v]] : [];
+      }),
+    ).toString();
+    return redirect(`${base}/jobs${query ? `?${query}` : ""}`, [
+      cookie(req, FLASH_COOKIE, `ok:${action}: ${n} job(s) changed.`, 30),
+    ]);
+  }
+  const m = /^\/jobs\/([1-9][0-9]{0,18})\/(retry|cancel)$/.exec(rel);
+  if (m) {
+    const [, id, verb] = m as unknown as [string, string, "retry" | "cancel"];
+    try {
+      if (verb === "retry") await admin.retryJob(id);
+      else await admin.cancelJob(id);
+    } catch (error) {
+      if (error instanceof SkipqError) return done(error.message, "err");
+      throw error;
+    }
+    await record(`job ${verb}`, `job ${id}`);
+    return done(verb === "retry" ? `Job ${id} is pending again.` : `Job ${id} was cancelled.`);
+  }
+  if (rel === "/dead/retry") {
+    const fingerprint = form.get("fingerprint") ?? "";
+    const queue = form.get("queue") || undefined;
+    const n = await admin.retryDeadByFingerprint(fingerprint, queue);
+    await record("retry dead by fingerprint", `fingerprint ${fingerprint}`, { queue: queue ?? null, jobs: n });
+    return done(`${n} dead job(s) with fingerprint ${fingerprint} are pending again.`);
+  }
+  return false;
+}
+
+/** Explorer pages for the live script's refreshes, shared by every viewer of the same filter for 1 s. */
+export function sharedSearch(admin: Admin): (filter: JobsFilter, before: string) => Promise<ListedJob[]> {
+  const searchCache = new Map<string, { at: number; jobs: Promise<ListedJob[]> }>();
+  const search = (filter: JobsFilter, before: string): Promise<ListedJob[]> => {
+    const key = JSON.stringify([filter, before]);
+    const hit = searchCache.get(key);
+    if (hit && Date.now() - hit.at < 1000) return hit.jobs;
+    if (searchCache.size > 1000) searchCache.clear();
+    const jobs = admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE });
+    searchCache.set(key, { at: Date.now(), jobs });
+    jobs.catch(() => searchCache.delete(key));
+    return jobs;
+  };
+  return search;
+}

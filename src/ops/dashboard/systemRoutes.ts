@@ -1,0 +1,77 @@
+/**
+ * The dashboard's system pages: workers, cron schedules, the outbox and the
+ * audit log, with the cron and outbox actions. Outbox errors are redacted like
+ * job errors; an unknown schedule is answered as a flash.
+ */
+import { NAME_PATTERN } from "../../core/validate.js";
+import { decodePathSegment, formParam, HttpError, param } from "./request.js";
+import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
+import { auditPage, cronPage, outboxPage, workersPage } from "./views.js";
+
+/** The system pages; false when `rel` is none of them. */
+export async function systemPages(rt: DashboardRuntime, r: PageRequest): Promise<boolean> {
+  const { skipq, admin, redactError, liveTopics, workersInFlight } = rt;
+  const { rel, url, ctx, page } = r;
+  if (rel === "/audit") {
+    const before = param(url, "before");
+    if (before && !/^[1-9][0-9]{0,18}$/.test(before)) throw new HttpError(400, "before must be an audit row id");
+    const { rows } = await skipq.store.query(skipq.store.sql.dashboard.auditList, [before || null, 100]);
+    return page(200, auditPage(ctx, rows, before, 100));
+  }
+  if (rel === "/outbox") {
+    const sql = skipq.store.sql.dashboard;
+    const [summary, keys] = await Promise.all([
+      skipq.store.query(sql.outboxSummary),
+      skipq.store.query(sql.outboxKeys, [200]),
+    ]);
+    const shown = keys.rows.map((k) => ({
+      ...k,
+      error: redactError(k.error, { id: "outbox", queue: k.topic, kind: "outbox" }),
+    }));
+    return page(200, outboxPage({ ...ctx, refresh: 10 }, summary.rows[0], shown));
+  }
+  if (rel === "/cron") {
+    return page(200, cronPage({ ...ctx, refresh: 30 }, await admin.cronSchedules(), ctx.canAct !== false));
+  }
+  if (rel === "/workers") {
+    return page(200, workersPage({ ...ctx, refresh: 5, live: liveTopics("workers") }, await workersInFlight()));
+  }
+  return false;
+}
+
+/** The cron and outbox actions; false when `rel` is none of them. */
+export async function systemActions(rt: DashboardRuntime, r: ActionRequest): Promise<boolean> {
+  const { skipq, admin } = rt;
+  const { rel, form, done, record } = r;
+  const m = /^\/cron\/([^/]+)\/(pause|resume|run)$/.exec(rel);
+  if (m) {
+    const name = decodePathSegment(m[1] as string);
+    if (name === undefined || !NAME_PATTERN.test(name)) throw new HttpError(400, "not a schedule name");
+    const verb = m[2] as "pause" | "resume" | "run";
+    const found =
+      verb === "pause"
+        ? await admin.pauseCron(name)
+        : verb === "resume"
+          ? await admin.resumeCron(name)
+          : await admin.runCronNow(name);
+    if (!found) return done(`There is no schedule ${name}.`, "err");
+    await record(`cron ${verb}`, `schedule ${name}`);
+    return done(
+      verb === "pause"
+        ? `Schedule ${name} is paused: its ticks are skipped until it is resumed.`
+        : verb === "resume"
+          ? `Schedule ${name} runs again from its next tick.`
+          : `Schedule ${name} runs once at the next pass of a scheduler that declares it.`,
+    );
+  }
+  if (rel === "/outbox/retry") {
+    const topic = formParam(form, "topic");
+    const key = form.get("key") ?? "";
+    if (!topic || key.length === 0 || key.length > 512)
+      throw new HttpError(400, "a topic and a key (1–512 characters) are needed");
+    const { rowCount } = await skipq.store.query(skipq.store.sql.dashboard.outboxRetryKey, [key, topic]);
+    await record("outbox retry", `outbox ${topic}/${key}`.slice(0, 600), { events: rowCount ?? 0 });
+    return done(`${rowCount ?? 0} event(s) of key ${key} are due now.`);
+  }
+  return false;
+}
