@@ -42,12 +42,12 @@ function bind(text: string, values: Record<number, string>): string {
 /** The pgbench script: claim a batch (ids and leases into variables), then complete exactly those. */
 export function floorScript(skipq: Skipq): string {
   const claim = skipq.store.sql.jobs.jobClaimBatch.text;
-  // The claim is `WITH picked AS (...) UPDATE ... RETURNING ...`; make the UPDATE a second CTE so one row
-  // (the aggregated ids and leases) comes back for \gset.
-  const split = claim.search(/\)\s*UPDATE\s/);
-  if (split < 0)
-    throw new Error("floor: the claim statement no longer has the WITH ... UPDATE shape; update bench/floor.ts");
-  const claimed = `${claim.slice(0, split + 1)}, claimed AS (${claim.slice(split + 1)})
+  // The claim is `WITH picked AS MATERIALIZED (...), claimed AS (UPDATE ... RETURNING ...) SELECT * FROM claimed
+  // ORDER BY ...`; its final SELECT becomes one row (the aggregated ids and leases) for \gset.
+  const tail = claim.search(/SELECT \* FROM claimed ORDER BY[^)]*$/);
+  if (tail < 0)
+    throw new Error("floor: the claim statement no longer ends in SELECT * FROM claimed; update bench/floor.ts");
+  const claimed = `${claim.slice(0, tail)}
 SELECT '{' || string_agg(id::text, ',') || '}' AS ids, '{' || string_agg(lease::text, ',') || '}' AS leases FROM claimed`;
   const claimSql = bind(claimed, { 1: "'{default}'", 2: ":batch", 3: "'pgbench'", 4: "30000" });
   const completeSql = bind(skipq.store.sql.jobs.jobCompleteMany.text, { 1: ":ids", 2: ":leases" });
@@ -112,7 +112,9 @@ export async function runFloor(options: {
       ),
     );
     const tps = Number(/tps = ([\d.]+) \(without initial connection time\)/.exec(output)?.[1]);
-    const { rows } = await admin.query(`SELECT count(*)::int AS n FROM "${schema}".jobs WHERE status = 'completed'`);
+    const { rows } = await admin.query(
+      `SELECT count(*)::int AS n FROM "${schema}".job_history WHERE status = 'completed'`,
+    );
     if (rows[0].n !== total) throw new Error(`floor: pgbench completed ${rows[0].n} jobs, expected ${total}`);
     const jobsPerSecond = tps * options.batch;
     options.log(`floor batch ${options.batch}: ${jobsPerSecond.toFixed(0)} jobs/s (${tps} tps, ${clients} clients)`);

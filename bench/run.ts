@@ -838,15 +838,20 @@ function writeResults(
     : undefined;
   if (fleet && !args.keep) text = `${text.trimEnd()}\n\n${fleet.trimEnd()}\n`;
   if (args.keep && existsSync(args.out)) {
+    // A scenario may write several tables under one number (3: c10 and c50): a section is all of them.
     const sections = new Map<number, string>();
+    const add = (part: string) => {
+      const n = Number(/^## (\d+)\./.exec(part)?.[1]);
+      const before = sections.get(n);
+      sections.set(n, before ? `${before}\n\n${part.trimEnd()}` : part.trimEnd());
+    };
     for (const part of readFileSync(args.out, "utf8")
       .split(/\n(?=## \d+\. )/)
-      .slice(1)) {
-      sections.set(Number(/^## (\d+)\./.exec(part)?.[1]), part.trimEnd());
-    }
-    for (const table of tables) sections.set(Number(/^(\d+)\./.exec(table.title)?.[1]), "");
+      .slice(1))
+      add(part);
+    for (const table of tables) sections.delete(Number(/^(\d+)\./.exec(table.title)?.[1]));
     const fresh = text.split(/\n(?=## \d+\. )/);
-    for (const part of fresh.slice(1)) sections.set(Number(/^## (\d+)\./.exec(part)?.[1]), part.trimEnd());
+    for (const part of fresh.slice(1)) add(part);
     const head = `${(fresh[0] ?? "").trimEnd()}\n\nSections ${[...sections.keys()]
       .filter((n) => !args.scenarios.includes(n))
       .join(", ")} are kept from an earlier run (\`--keep\`); the header above describes this run.\n`;
