@@ -64,14 +64,7 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
     },
     async seedBig(pending, completed) {
       // Finished jobs live in job_history (storage v2): claims never read them.
-      await admin.query(
-        `INSERT INTO "${schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts,
-                                             run_at, created_at, finished_at)
-         SELECT nextval(pg_get_serial_sequence('"${schema}".jobs', 'id')), 'default', 'noop', '{}', 'completed',
-                0, 1, 10, now(), now(), now()
-           FROM generate_series(1, $1)`,
-        [completed],
-      );
+      await this.seedHistory?.(completed);
       await admin.query(
         `INSERT INTO "${schema}".jobs (kind, payload) SELECT 'noop', '{}' FROM generate_series(1, $1)`,
         [pending],

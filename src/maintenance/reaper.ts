@@ -10,7 +10,7 @@
  */
 import type { Logger } from "../core/logger.js";
 import type { Store } from "../db/store.js";
-import { Service } from "./service.js";
+import { ServiceTask } from "./service.js";
 
 export interface ReapedJob {
   id: string;
@@ -36,35 +36,13 @@ export interface ReapResult {
 
 const BATCH = 1000;
 
-export class Reaper {
-  private readonly service: Service<ReapResult>;
-
+export class Reaper extends ServiceTask<ReapResult> {
   constructor(private readonly o: ReaperOptions) {
-    this.service = new Service({
-      name: "reaper",
-      intervalMs: o.intervalMs,
-      run: () => this.pass(),
-      logger: o.logger,
-      firstPass: "spread",
-    });
-  }
-
-  /** Starts periodic passes. Idempotent. */
-  start(): void {
-    this.service.start();
-  }
-
-  /** Stops passes and waits for one in progress. Safe before start and twice. */
-  stop(): Promise<void> {
-    return this.service.stop();
+    super("reaper", o);
   }
 
   /** One pass: reap expired leases in batches until a batch comes back short. */
-  runOnce(): Promise<ReapResult> {
-    return this.service.runOnce();
-  }
-
-  private async pass(): Promise<ReapResult> {
+  protected async pass(): Promise<ReapResult> {
     if (this.o.isLeader && !this.o.isLeader()) return { leader: false, reaped: [] };
     const reaped: ReapedJob[] = [];
     for (;;) {

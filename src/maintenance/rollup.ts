@@ -8,7 +8,7 @@
  */
 import type { Logger } from "../core/logger.js";
 import type { Store } from "../db/store.js";
-import { Service } from "./service.js";
+import { ServiceTask } from "./service.js";
 
 export interface RollupOptions {
   store: Store;
@@ -28,33 +28,12 @@ export interface RollupResult {
   deleted: number;
 }
 
-export class Rollup {
-  private readonly service: Service<RollupResult>;
-
+export class Rollup extends ServiceTask<RollupResult> {
   constructor(private readonly o: RollupOptions) {
-    this.service = new Service({
-      name: "stats rollup",
-      intervalMs: o.intervalMs,
-      run: () => this.pass(),
-      logger: o.logger,
-      firstPass: "spread",
-    });
+    super("stats rollup", o);
   }
 
-  start(): void {
-    this.service.start();
-  }
-
-  stop(): Promise<void> {
-    return this.service.stop();
-  }
-
-  /** One pass now. */
-  runOnce(): Promise<RollupResult> {
-    return this.service.runOnce();
-  }
-
-  private async pass(): Promise<RollupResult> {
+  protected async pass(): Promise<RollupResult> {
     if (this.o.isLeader && !this.o.isLeader()) return { leader: false, closed: 0, sampled: 0, deleted: 0 };
     const { rows } = await this.o.store.query(this.o.store.sql.stats.rollup);
     const r = rows[0] as { closed: number; sampled: number; deleted: number };

@@ -99,3 +99,38 @@ export class Service<R = unknown> {
 function jitter(ms: number): number {
   return ms * (0.9 + Math.random() * 0.2);
 }
+
+/**
+ * A task that is one Service (the reaper, the rollup): `start`, `stop` and `runOnce` are the service's,
+ * with the first pass spread over the interval; a subclass writes `pass`.
+ */
+export abstract class ServiceTask<R> {
+  private readonly service: Service<R>;
+
+  constructor(name: string, o: { intervalMs: number; logger: Logger }) {
+    this.service = new Service({
+      name,
+      intervalMs: o.intervalMs,
+      run: () => this.pass(),
+      logger: o.logger,
+      firstPass: "spread",
+    });
+  }
+
+  /** Starts periodic passes. Idempotent. */
+  start(): void {
+    this.service.start();
+  }
+
+  /** Stops passes and waits for one in progress. Safe before start and twice. */
+  stop(): Promise<void> {
+    return this.service.stop();
+  }
+
+  /** One pass now (joins a pass in progress). */
+  runOnce(): Promise<R> {
+    return this.service.runOnce();
+  }
+
+  protected abstract pass(): Promise<R>;
+}
