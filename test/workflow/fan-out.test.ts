@@ -96,28 +96,12 @@ test("a fan-out of 10,000 children with a fan-in completes each once, and the cl
       plainDone++;
     })
     .register("other", () => undefined);
-  // While jobs drain, a claim reads the entries of rows just claimed and not yet vacuumed, whatever made
-  // them pending: the fan-out's children cost a claim what as many plain jobs cost it (sampled the same way).
-  const peak = async (queueName: string, done: () => boolean) => {
-    let pages = 0;
-    while (!done()) {
-      pages = Math.max(pages, (await claimCost(queueName)).pages);
-      await new Promise((r) => setTimeout(r, 100)); // a sampling interval, not a synchronisation
-    }
-    return pages;
-  };
   await t.skipq.enqueueMany(Array.from({ length: N }, () => ({ job: "plain", payload: {}, queue: "plain" })));
   await worker.start();
-  const plainPeak = await peak("plain", () => plainDone >= N / 2);
   await until("plain jobs done", () => plainDone === N, 60_000);
   await t.db.query(`UPDATE "${t.schema}".jobs SET run_at = now() WHERE id = $1`, [results[0]?.id]);
   await until("children claimable", () => runs.size > 0, 60_000);
-  const flowPeak = await peak(queue, () => fanin !== undefined || runs.size >= N / 2);
   await until("fan-in ran", () => fanin !== undefined, 120_000);
-  // Both peaks count dead entries of just-claimed rows that vacuum has not reached, sampled every 100 ms:
-  // on a loaded machine they move by tens of pages between runs (113 against a bound of 108 in one CI run).
-  // The exact check is `during` above; this one catches a claim that walks the fan-out's rows.
-  expect(flowPeak).toBeLessThanOrEqual(3 * plainPeak + 32);
   expect(runs.size).toBe(N);
   expect([...runs.values()].every((n) => n === 1)).toBe(true);
   expect(fanin).toEqual({ parents: N, sum: (N * (N - 1)) / 2 });
@@ -126,4 +110,13 @@ test("a fan-out of 10,000 children with a fan-in completes each once, and the cl
     const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".all_jobs WHERE id = $1`, [finId]);
     return rows[0]?.status === "completed";
   });
+  // After the fan-out (vacuumed, as a running queue is), a claim costs about what it cost before it: the
+  // 10,000 edges and finished children leave nothing for it to read, only the few emptied index pages a
+  // vacuum keeps until they can be recycled (4 here); walking 10,000 entries would read ~30 more.
+  // (A peak sampled during the drain measured vacuum's timing more than the claim: it moved by tens of
+  // pages between CI runs.)
+  await t.db.query(`VACUUM ANALYZE "${t.schema}".jobs`);
+  const after = await claimCost(queue);
+  expect(after.pages).toBeLessThanOrEqual(before.pages + 8);
+  expect(after.indexes).toEqual(before.indexes);
 }, 240_000);
