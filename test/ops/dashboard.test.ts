@@ -1,5 +1,6 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import net from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, createDashboard, type RunningDashboard, startDashboard } from "../../src/index.js";
 import { type TestQueue, testQueue, until } from "../helpers.js";
@@ -668,4 +669,31 @@ test("the job page shows the result, the progress and each attempt's log lines, 
   expect(page).toContain("… 2 more line(s) not kept");
   expect(page).toContain("error: Error: &lt;b&gt;nope&lt;/b&gt;");
   expect(page).not.toContain("tok-secret-9");
+});
+
+test("a client that hangs up halfway through a form body is not logged as a server error", async () => {
+  const errors: unknown[] = [];
+  const debug: string[] = [];
+  const dashboard = await startDashboard({
+    skipq: t.skipq,
+    port: 0,
+    auth: { token: TOKEN },
+    env: {},
+    logger: { ...quiet, debug: (_o: unknown, msg: string) => debug.push(msg), error: (o: unknown) => errors.push(o) },
+  });
+  try {
+    const { port } = new URL(dashboard.url);
+    const socket = net.connect(Number(port), "127.0.0.1");
+    await new Promise<void>((resolve) => socket.once("connect", resolve));
+    socket.write(
+      "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ntoken=",
+    );
+    await new Promise<void>((resolve) => socket.write("", () => resolve()));
+    socket.destroy();
+    await until("the dashboard notices the hang-up", () => debug.length + errors.length > 0);
+    expect(errors).toEqual([]);
+    expect(debug).toEqual(["skipq dashboard: client closed the connection mid-request"]);
+  } finally {
+    await dashboard.close();
+  }
 });

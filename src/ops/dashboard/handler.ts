@@ -364,6 +364,13 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         res.destroy();
         return;
       }
+      // The client hung up mid-request (Node rejects the body read with ECONNRESET "aborted"): nobody is
+      // left to answer, and it is not the server's fault.
+      if (req.socket.destroyed || (error as NodeJS.ErrnoException).code === "ECONNRESET") {
+        logger.debug({ path }, "skipq dashboard: client closed the connection mid-request");
+        res.destroy();
+        return;
+      }
       if (error instanceof ThrottledError) {
         send(res, 429, `${error.message}\n`, { "retry-after": String(error.retryAfterSeconds) });
         return;

@@ -192,6 +192,11 @@ export function readForm(req: http.IncomingMessage): Promise<URLSearchParams> {
       req.resume();
       return;
     }
+    if (req.destroyed) {
+      // The client hung up before the body was read: the stream will emit nothing more.
+      reject(Object.assign(new Error("aborted"), { code: "ECONNRESET" }));
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     req.on("data", (chunk: Buffer) => {
