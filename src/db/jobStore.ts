@@ -165,6 +165,12 @@ export class JobStore {
     return rows.map((r) => r.id);
   }
 
+  /** Of `ids` (jobs whose leases are gone), those cancelled by an operator. */
+  async cancelledAmong(ids: readonly string[]): Promise<Set<string>> {
+    const { rows } = await this.store.query<{ id: string }>(this.sql.jobCancelledAmong, [ids]);
+    return new Set(rows.map((r) => r.id));
+  }
+
   /**
    * Pauses `key` of `queue` (null: the whole queue) until a time, or for `ms` on the database clock;
    * a later pause never shortens an earlier one. Workers are told on the schema's channel. Returns the end.

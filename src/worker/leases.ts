@@ -8,7 +8,9 @@
  * anyone who can connect to the database can send one. On a hint the job's
  * lease is checked in the database (a heartbeat of that one job); only a lease
  * the database no longer honours aborts the handler. A handler that finishes
- * meanwhile records its outcome as usual, fenced by the lease.
+ * meanwhile records its outcome as usual, fenced by the lease. Whichever sees
+ * a lease gone first (a heartbeat or a hint), the job's history says why: a
+ * cancelled job ends "cancelled", any other loss "lease-lost".
  *
  * Progress (`ctx.progress()`, docs/jobs.md) rides on heartbeats: a call only
  * notes the value; the next heartbeat writes it, and a held job with progress
@@ -73,24 +75,37 @@ export class Leases {
             held.map((r) => ({ id: r.job.id, lease: r.lease })),
             this.o.leaseMs,
           );
-      this.loseMissing(held, alive, asked);
+      await this.loseMissing(held, alive, asked);
     } catch (error) {
       this.o.onWarning(error);
       this.o.logger.warn({ err: error }, "skipq: heartbeat failed; will retry at the next interval");
     }
   }
 
-  /** Jobs sent at `asked` and confirmed alive keep their leases (confirmedAt); the others are lost. */
-  private loseMissing(sent: readonly Running[], alive: readonly string[], asked: number): void {
+  /**
+   * Jobs sent at `asked` and confirmed alive keep their leases (confirmedAt); the others are lost. A lease
+   * gone because an operator cancelled the job (the heartbeat can see it before the cancel message arrives)
+   * ends as cancelled, not as a lost lease.
+   */
+  private async loseMissing(sent: readonly Running[], alive: readonly string[], asked: number): Promise<void> {
     if (alive.length === sent.length) {
       for (const running of sent) running.confirmedAt = asked;
       return;
     }
     const kept = new Set(alive);
+    const lost: Running[] = [];
     for (const running of sent) {
       if (kept.has(running.job.id)) running.confirmedAt = asked;
-      else this.lose(running, "lease");
+      else lost.push(running);
     }
+    let cancelled = new Set<string>();
+    try {
+      cancelled = await this.o.jobs.cancelledAmong(lost.map((r) => r.job.id));
+    } catch (error) {
+      // The lease is gone either way; only the reason is unknown.
+      this.o.onWarning(error);
+    }
+    for (const running of lost) this.lose(running, cancelled.has(running.job.id) ? "cancel" : "lease");
   }
 
   /** A handler called ctx.progress(): keep the value; it is written within `progressMs`. */
@@ -129,7 +144,7 @@ export class Leases {
     if (dirty.length === 0) return;
     try {
       const asked = performance.now();
-      this.loseMissing(dirty, await this.sendProgress(dirty), asked);
+      await this.loseMissing(dirty, await this.sendProgress(dirty), asked);
     } catch (error) {
       this.o.onWarning(error);
       this.o.logger.warn({ err: error }, "skipq: writing progress failed; will retry at the next heartbeat");
@@ -156,16 +171,12 @@ export class Leases {
   }
 
   /** Extends one job's lease now; false (and the handler aborted) when it is lost. */
-  async heartbeatOne(running: Running, reason: "lease" | "cancel" = "lease"): Promise<boolean> {
+  async heartbeatOne(running: Running): Promise<boolean> {
     if (running.detached) return false;
     const asked = performance.now();
     const alive = await this.o.jobs.heartbeatMany([{ id: running.job.id, lease: running.lease }], this.o.leaseMs);
-    if (alive.length === 1) {
-      running.confirmedAt = asked;
-      return true;
-    }
-    this.lose(running, reason);
-    return false;
+    await this.loseMissing([running], alive, asked);
+    return alive.length === 1;
   }
 
   /** A "!cancel:<id>" message arrived: abort the job's handler if the database confirms its lease is gone. */
@@ -173,7 +184,7 @@ export class Leases {
     const running = this.o.held.get(id);
     if (!running || running.detached) return;
     try {
-      if (await this.heartbeatOne(running, "cancel")) {
+      if (await this.heartbeatOne(running)) {
         this.o.logger.warn(
           { jobId: id },
           "skipq: ignored a cancel message for a job whose lease the database still honours (not cancelled there)",

@@ -78,6 +78,51 @@ test("a forged cancel message from a role without rights neither aborts the hand
   await skipq.close();
 });
 
+test("a heartbeat that finds the lease gone says why: cancelled when history says cancelled, lease-lost otherwise", async () => {
+  const skipq = new Skipq({ connectionString: DATABASE_URL, schema: t.schema, logger: recordingLogger() });
+  const reasons = new Map<string, string>();
+  const w = skipq
+    .worker({ queues: ["gone"], maintenance: false, lockTimeout: "3s", heartbeatInterval: "100ms" })
+    .register("held", async (_payload, ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve()));
+      reasons.set(ctx.id, (ctx.signal.reason as { code: string }).code);
+      throw ctx.signal.reason;
+    });
+  workers.push(w);
+  const ends = new Map<string, string>();
+  w.on("jobEnd", (job, outcome) => {
+    ends.set(job.id, outcome);
+  });
+  await w.start();
+  const s = `"${t.schema}"`;
+  const cancelled = (await t.skipq.enqueue("held", {}, { queue: "gone" })).id;
+  const reaped = (await t.skipq.enqueue("held", {}, { queue: "gone" })).id;
+  await until(
+    "both running",
+    async () => (await status(cancelled)) === "running" && (await status(reaped)) === "running",
+  );
+  // Moved out of the live table without a "!cancel" message: only a heartbeat can notice.
+  for (const [id, outcome] of [
+    [cancelled, "cancelled"],
+    [reaped, "dead"],
+  ]) {
+    await t.db.query(
+      `WITH gone AS (DELETE FROM ${s}.jobs WHERE id = $1 RETURNING *)
+       INSERT INTO ${s}.job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at, created_at, finished_at)
+       SELECT id, queue, kind, payload, $2, priority, attempts, max_attempts, run_at, created_at, now() FROM gone`,
+      [id, outcome],
+    );
+  }
+  await until("both ended", () => ends.size === 2);
+  expect(ends.get(cancelled)).toBe("cancelled");
+  expect(reasons.get(cancelled)).toBe("SKIPQ_CANCEL");
+  expect(ends.get(reaped)).toBe("lease-lost");
+  expect(reasons.get(reaped)).toBe("SKIPQ_LEASE_LOST");
+  expect(w.stats.leasesLost).toBe(1);
+  await w.stop();
+  await skipq.close();
+});
+
 test("while the database refuses outcomes, the worker stops claiming at its backlog cap, and catches up after", async () => {
   const s = `"${t.schema}"`;
   // Completions fail (a trigger raises); claims and heartbeats still work.

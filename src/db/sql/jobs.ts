@@ -288,6 +288,9 @@ export function jobStatements(names: Schema) {
         WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
        RETURNING j.id`,
 
+      /** Of jobs $1 (leases a heartbeat found gone), those an operator cancelled. */
+      jobCancelledAmong: `SELECT id FROM ${schema}.job_history WHERE id = ANY ($1::bigint[]) AND status = 'cancelled'`,
+
       /**
        * Insert one job ($1–$10 as jobInsertQuiet); no row back when its idempotency key is taken.
        * Notifies channel $11 on commit, queue name only.
