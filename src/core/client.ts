@@ -18,7 +18,14 @@ import { moveFinishedJobs } from "../maintenance/history.js";
 import { enqueueSpan } from "../ops/telemetry.js";
 import { Worker, type WorkerOptions } from "../worker/worker.js";
 import { copyJobs } from "./copy.js";
-import { type BulkItem, type EnqueueOptions, type EnqueueResult, Enqueuer, type JobRef } from "./enqueue.js";
+import {
+  assertItems,
+  type BulkItem,
+  type EnqueueOptions,
+  type EnqueueResult,
+  Enqueuer,
+  type JobRef,
+} from "./enqueue.js";
 import { EnqueueInterceptor, type EnqueueMiddleware } from "./enqueueMiddleware.js";
 import { SkipqError, ValidationError } from "./errors.js";
 import type { PayloadOf } from "./job.js";
@@ -232,11 +239,14 @@ export class Skipq {
   ): Promise<EnqueueResult[] | { count: number }> {
     const insert = (items: ReadonlyArray<BulkItem>) =>
       enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
-        const rows = await this.enqueuer.prepareMany(items, traceHeaders);
-        if (options.returning !== false) return this.enqueuer.many(rows);
-        const count = await copyJobs(this.pool, this.store.schema, rows);
-        for (const r of rows) if (r.runAt === null && r.delayMs === 0) this.notifier.nudge(r.queue);
-        return { count };
+        if (options.returning !== false)
+          return this.enqueuer.many(await this.enqueuer.prepareMany(items, traceHeaders));
+        assertItems(items);
+        const due = await copyJobs(this.pool, this.store.schema, items.length, (i) =>
+          this.enqueuer.prepareItem(items, i, traceHeaders),
+        );
+        for (const queue of due) this.notifier.nudge(queue);
+        return { count: items.length };
       });
     return this.interceptor.many(items, "enqueueMany", insert, (out, i) => (Array.isArray(out) ? out[i] : undefined));
   }

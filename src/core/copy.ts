@@ -22,38 +22,56 @@ function field(value: string | null): string {
   return value.replace(/[\\\t\n\r]/g, (c) => (c === "\\" ? "\\\\" : c === "\t" ? "\\t" : c === "\n" ? "\\n" : "\\r"));
 }
 
-/** Lines of about 64 KiB, so the socket gets few large writes. */
-function* lines(rows: readonly InsertRow[], nowMs: number): Generator<string> {
-  let chunk = "";
-  for (const r of rows) {
-    const runAt = r.runAt ?? new Date(nowMs + r.delayMs).toISOString();
-    chunk += `${field(r.queue)}\t${field(r.kind)}\t${field(r.payload)}\t${r.priority}\t${r.maxAttempts}\t${runAt}\t${field(r.headers)}\t${field(r.concurrencyKey)}\n`;
-    if (chunk.length >= 65_536) {
-      yield chunk;
-      chunk = "";
-    }
-  }
-  if (chunk) yield chunk;
-}
-
-/** Copies `rows` into the jobs table in one transaction; returns how many. */
-export async function copyJobs(pool: pg.Pool, schema: Schema, rows: readonly InsertRow[]): Promise<number> {
-  if (rows.some((r) => r.key !== null)) {
+/** A prepared row as one line of COPY's text format; throws on what COPY cannot take. */
+function line(r: InsertRow, nowMs: number): string {
+  if (r.key !== null) {
     throw new ValidationError(
       "enqueueMany with { returning: false } takes no idempotency keys (a taken key would fail the whole copy); drop returning: false to use keys",
     );
   }
-  if (rows.some((r) => r.parents !== null)) {
+  if (r.parents !== null) {
     throw new ValidationError(
       "enqueueMany with { returning: false } takes no dependsOn (waiting jobs are linked to their parents by id); drop returning: false",
     );
   }
-  if (rows.length === 0) return 0;
-  return withTransaction(pool, async (tx) => {
+  const runAt = r.runAt ?? new Date(nowMs + r.delayMs).toISOString();
+  return `${field(r.queue)}\t${field(r.kind)}\t${field(r.payload)}\t${r.priority}\t${r.maxAttempts}\t${runAt}\t${field(r.headers)}\t${field(r.concurrencyKey)}\n`;
+}
+
+/**
+ * Copies `count` rows into the jobs table in one transaction, row `i` from `rowAt(i)`, called as the copy
+ * streams (so preparing row i+1 overlaps the database's work on row i). A row that fails to prepare, or
+ * that COPY cannot take, aborts the copy and rolls everything back. Returns the queues with a job due now.
+ */
+export async function copyJobs(
+  pool: pg.Pool,
+  schema: Schema,
+  count: number,
+  rowAt: (i: number) => Promise<InsertRow>,
+): Promise<Set<string>> {
+  const due = new Set<string>();
+  if (count === 0) return due;
+  // The first row is prepared before the transaction opens: a call that is wrong throughout fails at once.
+  const first = await rowAt(0);
+  line(first, 0);
+  await withTransaction(pool, async (tx) => {
     const { rows: clock } = await tx.query<{ now: Date }>("SELECT now() AS now");
     const nowMs = (clock[0] as { now: Date }).now.getTime();
-    const stream = tx.query(copyFrom(`COPY ${schema.table("jobs")} (${COLUMNS}) FROM STDIN`));
-    await pipeline(lines(rows, nowMs), stream);
-    return rows.length;
+    // Chunks of about 64 KiB, so the socket gets few large writes.
+    async function* chunks(): AsyncGenerator<string> {
+      let chunk = "";
+      for (let i = 0; i < count; i++) {
+        const r = i === 0 ? first : await rowAt(i);
+        chunk += line(r, nowMs);
+        if (r.runAt === null && r.delayMs === 0) due.add(r.queue);
+        if (chunk.length >= 65_536) {
+          yield chunk;
+          chunk = "";
+        }
+      }
+      if (chunk) yield chunk;
+    }
+    await pipeline(chunks(), tx.query(copyFrom(`COPY ${schema.table("jobs")} (${COLUMNS}) FROM STDIN`)));
   });
+  return due;
 }

@@ -250,17 +250,23 @@ export class Enqueuer {
   }
 
   async prepareMany(items: ReadonlyArray<BulkItem>, traceHeaders: TraceHeaders): Promise<InsertRow[]> {
-    if (!Array.isArray(items)) throw new TypeError("enqueueMany expects an array of { job, payload, ...options }");
+    assertItems(items);
     const rows: InsertRow[] = new Array(items.length);
-    for (let i = 0; i < items.length; i++) {
-      const item = items[i] as BulkItem;
-      if (item?.unique !== undefined || item?.debounce !== undefined)
-        throw new ValidationError(
-          `item ${i}: unique and debounce are for enqueue and enqueueTx (each needs its own statement), not enqueueMany`,
-        );
-      rows[i] = await this.prepare(item.job, item.payload, item, i, traceHeaders, items.length);
-    }
+    for (let i = 0; i < items.length; i++) rows[i] = await this.prepareItem(items, i, traceHeaders);
     return rows;
+  }
+
+  /**
+   * Item `i` of an enqueueMany call (an array: see assertItems), validated and encoded. The COPY path calls
+   * this as it streams, so validation overlaps the database's work; a bad item aborts the copy's transaction.
+   */
+  prepareItem(items: ReadonlyArray<BulkItem>, i: number, traceHeaders: TraceHeaders): Promise<InsertRow> {
+    const item = items[i] as BulkItem;
+    if (item?.unique !== undefined || item?.debounce !== undefined)
+      throw new ValidationError(
+        `item ${i}: unique and debounce are for enqueue and enqueueTx (each needs its own statement), not enqueueMany`,
+      );
+    return this.prepare(item.job, item.payload, item, i, traceHeaders, items.length);
   }
 
   /**
@@ -312,6 +318,11 @@ export class Enqueuer {
     if (options.unique !== undefined || options.debounce !== undefined) addKeyedOptions(row, options, value);
     return row;
   }
+}
+
+/** enqueueMany's input must be an array (of `{ job, payload, ...options }`). */
+export function assertItems(items: unknown): asserts items is ReadonlyArray<BulkItem> {
+  if (!Array.isArray(items)) throw new TypeError("enqueueMany expects an array of { job, payload, ...options }");
 }
 
 /** Validates `unique` or `debounce` (docs/jobs.md) and adds it to `row`. */

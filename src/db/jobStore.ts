@@ -200,17 +200,33 @@ export class JobStore {
    * inserted (false: its idempotency key was taken — by an earlier job, or an earlier row of `rows`).
    */
   async insertMany(db: Queryable, rows: readonly InsertRow[]): Promise<Array<{ id: string; created: boolean }>> {
-    const json = rowsJson(rows);
     if (rows.some((r) => r.key !== null)) {
       const { rows: out } = await this.store.query<{ id: string; created: boolean }>(
         this.sql.jobInsertManyKeyed,
-        [json],
+        [rowsJson(rows)],
         db,
       );
       return out.map((r) => ({ id: r.id, created: r.created }));
     }
     // Without keys every row is inserted, and the identity hands out ids in input order.
-    const { rows: inserted } = await this.store.query<{ id: string }>(this.sql.jobInsertMany, [json], db);
+    const first = rows[0] as InsertRow;
+    const { rows: inserted } = rows.every((r) => sameShape(r, first))
+      ? await this.store.query<{ id: string }>(
+          this.sql.jobInsertManyShared,
+          [
+            first.queue,
+            first.kind,
+            first.priority,
+            first.maxAttempts,
+            first.runAt,
+            first.delayMs,
+            first.headers,
+            first.concurrencyKey,
+            `[${rows.map((r) => r.payload).join(",")}]`,
+          ],
+          db,
+        )
+      : await this.store.query<{ id: string }>(this.sql.jobInsertMany, [rowsJson(rows)], db);
     return inserted
       .map((r) => r.id)
       .sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0))
@@ -270,6 +286,22 @@ export class JobStore {
   async notifyCommitted(queues: readonly string[]): Promise<void> {
     await this.store.query(this.sql.queueNotifyAfterCommit, [this.store.schema.channel, queues]);
   }
+}
+
+/** Whether two keyless rows differ at most in their payloads (jobInsertManyShared can insert them together). */
+function sameShape(a: InsertRow, b: InsertRow): boolean {
+  return (
+    a.queue === b.queue &&
+    a.kind === b.kind &&
+    a.priority === b.priority &&
+    a.maxAttempts === b.maxAttempts &&
+    a.runAt === b.runAt &&
+    a.delayMs === b.delayMs &&
+    a.headers === b.headers &&
+    a.concurrencyKey === b.concurrencyKey &&
+    a.parents === null &&
+    b.parents === null
+  );
 }
 
 /** Rows as the JSON array the many-row statements read with jsonb_to_recordset (one parameter for any count). */

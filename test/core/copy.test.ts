@@ -4,7 +4,7 @@
  * must escape included), delays on the database clock, and no idempotency keys.
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { ValidationError } from "../../src/index.js";
+import { PayloadNotJsonError, ValidationError } from "../../src/index.js";
 import { clearJobs, type TestQueue, testQueue } from "../helpers.js";
 
 let t: TestQueue;
@@ -87,4 +87,20 @@ test("returning: false refuses idempotency keys and writes nothing", async () =>
   ).rejects.toBeInstanceOf(ValidationError);
   const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs`);
   expect(rows[0].n).toBe(0);
+});
+
+test("returning: false with a bad item deep in the call (found while the copy streams) writes nothing, and the pool stays usable", async () => {
+  await clearJobs(t.db, t.schema);
+  const items: Array<{ job: string; payload: unknown }> = Array.from({ length: 30_000 }, (_, i) => ({
+    job: "bulk",
+    payload: { i },
+  }));
+  items[25_000] = { job: "bulk", payload: { bad: Number.NaN } };
+  await expect(t.skipq.enqueueMany(items, { returning: false })).rejects.toBeInstanceOf(PayloadNotJsonError);
+  const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs`);
+  expect(rows[0].n).toBe(0);
+  // Every pool connection still works: the aborted COPY left none mid-protocol.
+  const again = await t.skipq.enqueueMany(items.slice(0, 100), { returning: false });
+  expect(again).toEqual({ count: 100 });
+  await expect(Promise.all(Array.from({ length: 10 }, () => t.skipq.enqueue("bulk", {})))).resolves.toHaveLength(10);
 });

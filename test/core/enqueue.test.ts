@@ -117,6 +117,38 @@ test("bulk enqueue of 100,000 jobs works in one call, ids in input order", async
   expect(byId.get(results[99_999]?.id as string)).toBe(99_999);
 });
 
+test("bulk enqueue stores every option per row, whether the rows share their options or not", async () => {
+  const runAt = new Date(Date.now() + 3_600_000);
+  const shared = { queue: "shape", priority: 3, maxAttempts: 4, runAt, concurrencyKey: "t-1", headers: { h: "1" } };
+  const uniform = Array.from({ length: 3 }, (_, i) => ({ job: "shape", payload: { i }, ...shared }));
+  // The same rows, but one differs in a single option: the batch can no longer share them.
+  const mixed = uniform.map((item, i) =>
+    i === 1 ? { ...item, payload: { i: i + 10 }, priority: 5 } : { ...item, payload: { i: i + 10 } },
+  );
+  for (const items of [uniform, mixed]) {
+    const results = await t.skipq.enqueueMany(items);
+    const { rows } = await t.db.query(
+      `SELECT id, queue, kind, payload, priority, max_attempts, run_at, headers, concurrency_key
+         FROM "${t.schema}".jobs WHERE id = ANY($1::bigint[])`,
+      [results.map((r) => r.id)],
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    items.forEach((item, i) => {
+      expect(byId.get(results[i]?.id as string)).toEqual({
+        id: results[i]?.id,
+        queue: "shape",
+        kind: "shape",
+        payload: item.payload,
+        priority: item.priority,
+        max_attempts: 4,
+        run_at: runAt,
+        headers: { h: "1" },
+        concurrency_key: "t-1",
+      });
+    });
+  }
+});
+
 test("bulk enqueue inside a rolled-back transaction leaves nothing, across chunks", async () => {
   const client = await t.db.connect();
   try {

@@ -333,6 +333,19 @@ export function jobStatements(names: Schema) {
        RETURNING id`,
 
       /**
+       * jobInsertMany for rows that differ only in their payloads (the usual bulk call: one kind, one set of
+       * options): the shared values once ($1–$8 as jobInsert's $1, $2, $4–$7, $9, $10) and the payloads as one
+       * JSON array ($9). PostgreSQL reads one value per row instead of a record of eleven, about twice as
+       * fast per row (docs/performance.md). Ids in input order, as jobInsertMany.
+       */
+      jobInsertManyShared: `INSERT INTO ${jobs} (${columns})
+       SELECT $1::text, $2::text, p.payload, $3::smallint, $4::int,
+              COALESCE($5::timestamptz, now() + $6::float8 * interval '1 millisecond'), NULL, $7::jsonb, $8::text
+         FROM jsonb_array_elements($9::jsonb) WITH ORDINALITY AS p(payload, n)
+        ORDER BY p.n
+       RETURNING id`,
+
+      /**
        * jobInsertMany for rows some of which carry idempotency keys: ids are drawn in input order first,
        * keys taken (the first row of a key wins; a key taken by an earlier job is left alone), and only rows
        * without a key or with a key they took are inserted. Returns every row's input position, its id and
