@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Pruner } from "../../src/index.js";
-import { finishJobs, type TestQueue, testQueue } from "../helpers.js";
+import { finishJobs, type TestQueue, testQueue, until } from "../helpers.js";
 
 let t: TestQueue;
 let s: string;
@@ -143,4 +143,40 @@ test("a pruner that is not the maintenance leader does nothing and says so", asy
   expect(await labels()).toEqual(["completed-3d"]);
   leading = true;
   expect((await pruner.runOnce()).completed).toBe(1);
+});
+
+test("making the partition that holds now() while an outcome is being written routes that outcome into it, with no partition-constraint error", async () => {
+  await reset();
+  const maker = await t.db.connect();
+  const writer = await t.db.connect();
+  try {
+    const { rows: pid } = await writer.query("SELECT pg_backend_pid() AS pid");
+    await maker.query("BEGIN");
+    const name = await (async () => {
+      const { rows } = await maker.query(
+        `SELECT ${s}.skipq_history_partition('job_history_completed', d, d + interval '1 day') AS name
+           FROM (SELECT date_bin(interval '1 day', now(), '2000-01-01 00:00+00') AS d) x`,
+      );
+      return rows[0].name as string;
+    })();
+    // An outcome's history row, written while the partition is being made (found DEFAULT only, before the fix).
+    const write = writer.query(
+      `INSERT INTO ${s}.job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at, created_at, finished_at)
+       VALUES (424242, 'q', 'k', '{}', 'completed', 0, 1, 1, now(), now(), now())`,
+    );
+    await until("the outcome waits for the partition's lock", async () => {
+      const { rows } = await t.db.query("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", [pid[0].pid]);
+      return rows[0]?.wait_event_type === "Lock";
+    });
+    await maker.query("COMMIT");
+    await write;
+    const { rows } = await t.db.query(
+      `SELECT tableoid::regclass::text AS part FROM ${s}.job_history WHERE id = 424242`,
+    );
+    expect(rows[0].part).toBe(`${t.schema}.${name}`);
+  } finally {
+    await maker.query("ROLLBACK").catch(() => undefined);
+    maker.release();
+    writer.release();
+  }
 });
