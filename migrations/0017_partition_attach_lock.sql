@@ -8,8 +8,9 @@
 -- on the maintainer's first pass of a new schema, under load (the fleet
 -- suite's 100-process drain). For a range that has begun, the parent is now
 -- locked in SHARE mode first: outcomes in flight finish, new ones wait for the
--- commit and then see the new partition. Ranges still in the future take no
--- such lock (no outcome can route into them yet).
+-- commit and then see the new partition. Ranges in the future, or over an
+-- hour in the past (an upgrade's moves of old rows), take no such lock: no
+-- outcome routes into them.
 
 CREATE OR REPLACE FUNCTION skipq_history_partition(parent_table text, range_from timestamptz, range_to timestamptz)
 RETURNS text LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT SET lock_timeout TO '2s' AS $fn$
@@ -29,7 +30,8 @@ BEGIN
               WHERE h.parent = parent_table AND h.lower < range_to AND h.upper > range_from) THEN
     RETURN NULL;
   END IF;
-  IF range_from <= clock_timestamp() THEN
+  -- An outcome's finished_at is its transaction's now(): only a range around the present can be hit.
+  IF range_from <= clock_timestamp() AND range_to > clock_timestamp() - interval '1 hour' THEN
     EXECUTE format('LOCK TABLE %I IN SHARE MODE', parent_table);
   END IF;
   EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part, parent_table);
