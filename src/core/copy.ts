@@ -51,9 +51,6 @@ export async function copyJobs(
 ): Promise<Set<string>> {
   const due = new Set<string>();
   if (count === 0) return due;
-  // The first row is prepared before the transaction opens: a call that is wrong throughout fails at once.
-  const first = await rowAt(0);
-  line(first, 0);
   await withTransaction(pool, async (tx) => {
     const { rows: clock } = await tx.query<{ now: Date }>("SELECT now() AS now");
     const nowMs = (clock[0] as { now: Date }).now.getTime();
@@ -61,7 +58,7 @@ export async function copyJobs(
     async function* chunks(): AsyncGenerator<string> {
       let chunk = "";
       for (let i = 0; i < count; i++) {
-        const r = i === 0 ? first : await rowAt(i);
+        const r = await rowAt(i);
         chunk += line(r, nowMs);
         if (r.runAt === null && r.delayMs === 0) due.add(r.queue);
         if (chunk.length >= 65_536) {

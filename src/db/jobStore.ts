@@ -288,7 +288,10 @@ export class JobStore {
   }
 }
 
-/** Whether two keyless rows differ at most in their payloads (jobInsertManyShared can insert them together). */
+/**
+ * Whether two keyless rows differ at most in their payloads (jobInsertManyShared can insert them together).
+ * Rows with parents never get here: they go in as waiting jobs (insertWaiting).
+ */
 function sameShape(a: InsertRow, b: InsertRow): boolean {
   return (
     a.queue === b.queue &&
@@ -298,9 +301,7 @@ function sameShape(a: InsertRow, b: InsertRow): boolean {
     a.runAt === b.runAt &&
     a.delayMs === b.delayMs &&
     a.headers === b.headers &&
-    a.concurrencyKey === b.concurrencyKey &&
-    a.parents === null &&
-    b.parents === null
+    a.concurrencyKey === b.concurrencyKey
   );
 }
 
