@@ -180,3 +180,42 @@ test("making the partition that holds now() while an outcome is being written ro
     writer.release();
   }
 });
+
+test("making both current partitions while an open outcome holds the failed side and then writes the completed side does not deadlock", async () => {
+  await reset();
+  const maker = await t.db.connect();
+  const outcome = await t.db.connect();
+  const row = (id: number, status: string) =>
+    outcome.query(
+      `INSERT INTO ${s}.job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at, created_at, finished_at)
+       VALUES ($1, 'q', 'k', '{}', $2, 0, 1, 1, now(), now(), now())`,
+      [id, status],
+    );
+  try {
+    const { rows: pid } = await maker.query("SELECT pg_backend_pid() AS pid");
+    await outcome.query("BEGIN");
+    await row(515151, "dead");
+    // As the maintainer's historyEnsure does: completed first, then failed, in one statement.
+    const make = maker.query(
+      `SELECT ${s}.skipq_history_partition(p, d, d + interval '1 day') AS name
+         FROM unnest(ARRAY['job_history_completed', 'job_history_failed']) AS p,
+              (SELECT date_bin(interval '1 day', now(), '2000-01-01 00:00+00') AS d) x`,
+    );
+    await until("the maker waits for the open outcome", async () => {
+      const { rows } = await t.db.query("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", [pid[0].pid]);
+      return rows[0]?.wait_event_type === "Lock";
+    });
+    await row(515152, "completed");
+    await outcome.query("COMMIT");
+    const { rows: made } = await make;
+    expect(made.map((r) => r.name)).toHaveLength(2);
+    const { rows } = await t.db.query(
+      `SELECT id, tableoid::regclass::text AS part FROM ${s}.job_history WHERE id IN (515151, 515152) ORDER BY id`,
+    );
+    expect(rows.map((r) => r.part)).toEqual(made.map((r) => `${t.schema}.${r.name}`).reverse());
+  } finally {
+    await outcome.query("ROLLBACK").catch(() => undefined);
+    maker.release();
+    outcome.release();
+  }
+});
