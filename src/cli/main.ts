@@ -118,7 +118,8 @@ export async function main(argv: string[] = process.argv): Promise<number> {
       return error.exitCode === 0 ? 0 : EXIT_USAGE;
     }
     const { message, exitCode } = describeError(error);
-    process.stderr.write(`skipq: ${message}\n`);
+    // One line, whatever the message quotes (a bad --payload may hold newlines): escape them.
+    process.stderr.write(`skipq: ${message.replace(/\r?\n/g, "\\n")}\n`);
     return exitCode;
   }
 }

@@ -287,6 +287,14 @@ describe("fuzz", () => {
               { argv: ["limits", "pause-key", "fuzzq", "k", "--for", ""], mustFail: true, usage: true },
             ],
           ],
+          // Found in CI: JSON.parse's message quotes the bad input, newline included, so the error took two lines.
+          [
+            [
+              { argv: ["enqueue", "fuzz-kind", "--payload", "a\nb"], mustFail: true, usage: true },
+              { argv: ["cron", "list"], mustFail: false, usage: false },
+              { argv: ["enqueue", "fuzz-kind", "--payload", "{\n"], mustFail: true, usage: true },
+            ],
+          ],
         ],
       },
     );
