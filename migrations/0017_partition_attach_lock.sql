@@ -6,13 +6,9 @@
 -- partition constraint (23514, "new row for relation
 -- job_history_completed_default violates partition constraint"). It happened
 -- on the maintainer's first pass of a new schema, under load (the fleet
--- suite's 100-process drain). For a range that has begun, job_history itself
--- is now locked in SHARE mode first: outcomes in flight finish, new ones wait
--- for the commit and then see the new partition. The top table, not the
--- outcome's sub-table: every outcome locks job_history before it routes a row,
--- so none can hold one sub-table while waiting for the other (a batch with a
--- completed and a dead job touches both), which deadlocked (40P01) when only
--- the sub-table being extended was locked. Ranges in the future, or over an
+-- suite's 100-process drain). For a range that has begun, the parent is now
+-- locked in SHARE mode first: outcomes in flight finish, new ones wait for the
+-- commit and then see the new partition. Ranges in the future, or over an
 -- hour in the past (an upgrade's moves of old rows), take no such lock: no
 -- outcome routes into them.
 
@@ -36,7 +32,7 @@ BEGIN
   END IF;
   -- An outcome's finished_at is its transaction's now(): only a range around the present can be hit.
   IF range_from <= clock_timestamp() AND range_to > clock_timestamp() - interval '1 hour' THEN
-    LOCK TABLE job_history IN SHARE MODE;
+    EXECUTE format('LOCK TABLE %I IN SHARE MODE', parent_table);
   END IF;
   EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part, parent_table);
   EXECUTE format('WITH moved AS (DELETE FROM %I WHERE finished_at >= $1 AND finished_at < $2 RETURNING *)
