@@ -1,6 +1,7 @@
 /**
  * History upkeep, as the maintainer's leader (and `skipq migrate`) runs it:
- * partitions of job_history made ahead of time, and — once, after an upgrade
+ * partitions of job_history made ahead of time (never one whose range has
+ * begun: outcomes may be writing into it), and — once, after an upgrade
  * from the single-table layout — finished rows moved out of the jobs table in
  * short batches while workers go on claiming.
  *
@@ -15,9 +16,18 @@ import type { Store } from "../db/store.js";
 /** Partitions made ahead of now: finishes up to this far in the future land in a dated partition. */
 export const PARTITIONS_AHEAD_MS = 2 * 86_400_000;
 
-/** Makes the history partitions of `widthMs` around now (one back, two days ahead). */
+/**
+ * Makes the history partitions of `widthMs` that start in the future, up to two days ahead (or two widths),
+ * each in a transaction of its own. The partitions around the present were made ahead of time (or by the
+ * migration, for a new schema); one that is missing stays missing, and its outcomes land in DEFAULT.
+ */
 export async function ensurePartitions(store: Store, widthMs: number): Promise<void> {
-  await store.query(store.sql.history.historyEnsure, [widthMs, Math.max(PARTITIONS_AHEAD_MS, 2 * widthMs)]);
+  const sql = store.sql.history;
+  const { rows } = await store.query<{ parent: string; lower: Date; upper: Date }>(sql.historyPlan, [
+    widthMs,
+    Math.max(PARTITIONS_AHEAD_MS, 2 * widthMs),
+  ]);
+  for (const r of rows) await store.query(sql.historyMake, [r.parent, r.lower, r.upper]);
 }
 
 export interface MoveResult {

@@ -120,6 +120,19 @@ export class Pruner {
     const result: PruneResult = { leader: false, partitionsDropped: [], completed: 0, dead: 0, keys: 0 };
     if (!this.isLeader()) return result;
     result.leader = true;
+    try {
+      return await this.apply(result);
+    } catch (error) {
+      if ((error as { code?: string }).code === "42501") {
+        const s = this.store.schema.sql;
+        (error as Error).message +=
+          ` — retention runs as this worker's role, which needs DML on the schema's tables and EXECUTE on its history functions: GRANT EXECUTE ON FUNCTION ${s}.skipq_history_partition(text, timestamptz, timestamptz), ${s}.skipq_history_drop(text, timestamptz), ${s}.skipq_history_moved() TO <the worker's role> (docs/security.md)`;
+      }
+      throw error;
+    }
+  }
+
+  private async apply(result: PruneResult): Promise<PruneResult> {
     const sql = this.store.sql.history;
     await this.store.query(sql.settingsKeepCompleted, [this.completedMs > 0]);
     await moveFinishedJobs(this.store, {

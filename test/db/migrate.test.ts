@@ -21,23 +21,52 @@ function fresh(label: string): string {
   return s;
 }
 
-/** A normalised description of every table, column, index and constraint in a schema. */
+/** Dated history partitions (job_history_completed_p20261201t0000): counted per parent, not described. */
+const DATED = "_p[0-9]{8}t[0-9]{4}$";
+
+/**
+ * A normalised description of every table, column, index, constraint, function (its whole definition, rights
+ * and settings) and trigger in a schema. The dated history partitions a migration makes are named by the day
+ * it ran: they are counted per parent instead.
+ */
 async function catalog(schema: string): Promise<string[]> {
   const { rows } = await db.query(
     `SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || COALESCE(column_default, '') AS d
-       FROM information_schema.columns WHERE table_schema = $1
+       FROM information_schema.columns WHERE table_schema = $1 AND table_name !~ $2
      UNION ALL
-     SELECT 'index ' || tablename || ' ' || replace(indexdef, quote_ident($1) || '.', '') FROM pg_indexes WHERE schemaname = $1
+     SELECT 'index ' || tablename || ' ' || replace(indexdef, quote_ident($1) || '.', '') FROM pg_indexes
+      WHERE schemaname = $1 AND tablename !~ $2
      UNION ALL
      SELECT 'constraint ' || conrelid::regclass::text || ' ' || pg_get_constraintdef(c.oid)
-       FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = $1 AND c.contype <> 'n' -- PostgreSQL 18 lists NOT NULL here too; columns cover it
+       FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+      WHERE n.nspname = $1 AND c.contype <> 'n' -- PostgreSQL 18 lists NOT NULL here too; columns cover it
+        AND conrelid::regclass::text !~ $2
      UNION ALL
      SELECT 'reloptions ' || relname || ' ' || COALESCE(array_to_string(reloptions, ','), '')
-       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND relkind = 'r'
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND relkind = 'r' AND relname !~ $2
+     UNION ALL
+     SELECT 'partitions ' || parent || ' ' || count(*) FROM (
+       SELECT regexp_replace(relname, $2, '') AS parent
+         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND relname ~ $2 AND relkind = 'r') d
+      GROUP BY parent
+     UNION ALL
+     SELECT 'function ' || p.oid::regprocedure::text
+            || CASE WHEN p.prosecdef THEN ' SECURITY DEFINER' ELSE '' END
+            || ' executable by ' || COALESCE((SELECT string_agg(CASE WHEN a.grantee = 0 THEN 'PUBLIC' WHEN a.grantee = p.proowner THEN 'owner' ELSE a.grantee::regrole::text END, ', ' ORDER BY 1)
+                                                FROM aclexplode(COALESCE(p.proacl, acldefault('f', p.proowner))) a
+                                               WHERE a.privilege_type = 'EXECUTE'), 'nobody')
+            || E'\n' || pg_get_functiondef(p.oid)
+       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1
+     UNION ALL
+     SELECT 'trigger ' || pg_get_triggerdef(t.oid)
+       FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND NOT t.tgisinternal
      ORDER BY 1`,
-    [schema],
+    [schema, DATED],
   );
-  return rows.map((r) => String(r.d).replaceAll(`"${schema}".`, "").replaceAll(`${schema}.`, ""));
+  return rows.map((r) =>
+    String(r.d).replaceAll(`"${schema}".`, "").replaceAll(`${schema}.`, "").replaceAll(schema, "<schema>"),
+  );
 }
 
 test("ten concurrent migrators apply each version exactly once", async () => {

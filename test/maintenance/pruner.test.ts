@@ -145,38 +145,102 @@ test("a pruner that is not the maintenance leader does nothing and says so", asy
   expect((await pruner.runOnce()).completed).toBe(1);
 });
 
-test("making the partition that holds now() while an outcome is being written routes that outcome into it, with no partition-constraint error", async () => {
-  await reset();
-  const maker = await t.db.connect();
-  const writer = await t.db.connect();
+test("a new schema has the partitions of today and the next two days before any worker runs", async () => {
+  const fresh = await testQueue("pruner_fresh");
   try {
-    const { rows: pid } = await writer.query("SELECT pg_backend_pid() AS pid");
-    await maker.query("BEGIN");
-    const name = await (async () => {
-      const { rows } = await maker.query(
-        `SELECT ${s}.skipq_history_partition('job_history_completed', d, d + interval '1 day') AS name
-           FROM (SELECT date_bin(interval '1 day', now(), '2000-01-01 00:00+00') AS d) x`,
-      );
-      return rows[0].name as string;
-    })();
-    // An outcome's history row, written while the partition is being made (found DEFAULT only, before the fix).
-    const write = writer.query(
-      `INSERT INTO ${s}.job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at, created_at, finished_at)
-       VALUES (424242, 'q', 'k', '{}', 'completed', 0, 1, 1, now(), now(), now())`,
+    const { rows } = await fresh.db.query(
+      `SELECT parent, count(*)::int AS n, min(lower) <= now() AS covers_now, max(upper) > now() + interval '2 days' AS ahead
+         FROM "${fresh.schema}".history_partitions GROUP BY parent ORDER BY parent`,
     );
-    await until("the outcome waits for the partition's lock", async () => {
-      const { rows } = await t.db.query("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", [pid[0].pid]);
-      return rows[0]?.wait_event_type === "Lock";
-    });
-    await maker.query("COMMIT");
-    await write;
-    const { rows } = await t.db.query(
-      `SELECT tableoid::regclass::text AS part FROM ${s}.job_history WHERE id = 424242`,
-    );
-    expect(rows[0].part).toBe(`${t.schema}.${name}`);
+    expect(rows).toEqual([
+      { parent: "job_history_completed", n: 3, covers_now: true, ahead: true },
+      { parent: "job_history_failed", n: 3, covers_now: true, ahead: true },
+    ]);
   } finally {
-    await maker.query("ROLLBACK").catch(() => undefined);
-    maker.release();
-    writer.release();
+    await fresh.cleanup();
+  }
+});
+
+test("the maintainer never makes a partition whose range has begun: outcomes may be writing into it", async () => {
+  await reset();
+  const { rows } = await t.db.query(
+    `SELECT ${s}.skipq_history_partition(p, d, d + interval '1 day') AS name
+       FROM unnest(ARRAY['job_history_completed', 'job_history_failed']) AS p,
+            (SELECT date_bin(interval '1 day', now(), '2000-01-01 00:00+00') AS d) x`,
+  );
+  expect(rows).toEqual([{ name: null }, { name: null }]);
+  await new Pruner(t.skipq).runOnce();
+  const { rows: made } = await t.db.query(`SELECT min(lower) > now() AS future FROM ${s}.history_partitions`);
+  expect(made).toEqual([{ future: true }]);
+});
+
+test("making partitions while an outcome transaction writes both history tables neither waits for it nor blocks it", async () => {
+  await reset();
+  // Today's partitions, as the migration makes them; the coming ones are left to the pruner.
+  await t.db.query(
+    `SELECT ${s}.skipq_history_make(p, d, d + interval '1 day')
+       FROM unnest(ARRAY['job_history_completed', 'job_history_failed']) AS p,
+            (SELECT date_bin(interval '1 day', now(), '2000-01-01 00:00+00') AS d) x`,
+  );
+  const outcome = await t.db.connect();
+  try {
+    await outcome.query("BEGIN");
+    for (const [id, status] of [
+      [424241, "dead"],
+      [424242, "completed"],
+    ] as const)
+      await outcome.query(
+        `INSERT INTO ${s}.job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at, created_at, finished_at)
+         VALUES ($1, 'q', 'k', '{}', $2, 0, 1, 1, now(), now(), now())`,
+        [id, status],
+      );
+    // The open outcome holds both history tables; the pass must not need a lock that conflicts with it.
+    const pass = await new Pruner(t.skipq).runOnce();
+    expect(pass.leader).toBe(true);
+    const { rows } = await t.db.query(
+      `SELECT count(*)::int AS n FROM ${s}.history_partitions WHERE lower > now()`,
+    );
+    expect(rows[0].n).toBeGreaterThanOrEqual(2);
+    await outcome.query("COMMIT");
+    const { rows: landed } = await t.db.query(
+      `SELECT tableoid::regclass::text AS part FROM ${s}.job_history WHERE id IN (424241, 424242) ORDER BY id`,
+    );
+    expect(landed.map((r) => r.part.endsWith("_default"))).toEqual([false, false]);
+  } finally {
+    await outcome.query("ROLLBACK").catch(() => undefined);
+    outcome.release();
+  }
+});
+
+test("with no partition for today (outcomes land in DEFAULT), a maintainer pass and an outcome transaction writing both history tables never deadlock", async () => {
+  await reset();
+  const outcome = await t.db.connect();
+  const row = (id: number, status: string) =>
+    outcome.query(
+      `INSERT INTO ${s}.job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at, created_at, finished_at)
+       VALUES ($1, 'q', 'k', '{}', $2, 0, 1, 1, now(), now(), now())`,
+      [id, status],
+    );
+  try {
+    await outcome.query("BEGIN");
+    await row(424251, "dead");
+    const pass = new Pruner(t.skipq).runOnce();
+    await until("the pass waits for the outcome's lock on a DEFAULT partition", async () => {
+      const { rows } = await t.db.query(
+        `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+          WHERE NOT l.granted AND c.relname LIKE 'job_history_%_default'
+            AND c.relnamespace = $1::regnamespace`,
+        [t.schema],
+      );
+      return rows[0].n > 0;
+    });
+    await row(424252, "completed");
+    await outcome.query("COMMIT");
+    expect((await pass).leader).toBe(true);
+    const { rows } = await t.db.query(`SELECT id::int FROM ${s}.job_history WHERE id IN (424251, 424252) ORDER BY id`);
+    expect(rows.map((r) => r.id)).toEqual([424251, 424252]);
+  } finally {
+    await outcome.query("ROLLBACK").catch(() => undefined);
+    outcome.release();
   }
 });

@@ -7,8 +7,10 @@
  *
  * Partition bounds are UTC ranges of `width` aligned on 2000-01-01 (date_bin),
  * so every process computes the same ones. DDL runs inside the SQL functions
- * of migration 0008, with a lock_timeout: a partition someone is reading is
+ * of migrations 0008 and 0018, with a lock_timeout: a partition someone is reading is
  * handled at the next pass, never by queueing the outcome statements behind it.
+ * Only ranges that start in the future are made here (the migration made the
+ * ones around its own day): no DDL touches a range outcomes are writing into.
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
@@ -26,13 +28,26 @@ export function historyStatements(names: Schema) {
     { prepare: false },
     {
       /**
-       * Makes sure both history tables have partitions of width $1 ms from the one holding now() - $1 ms
-       * to the one holding now() + $2 ms. Returns the names (NULL where another width's partition covers it).
+       * The partitions of width $1 ms still to make, for both history tables: those starting more than ten minutes
+       * from now and no later than now() + $2 ms. Never a range that has begun: outcomes may be writing into it
+       * (through DEFAULT), and attaching under them deadlocks or fails them (migration 0018). Ranges another
+       * partition overlaps (one of another width) are left out too.
        */
-      historyEnsure: `SELECT ${schema}.skipq_history_partition(p, lower, lower + ${ms("$1")}) AS name
-                        FROM unnest(ARRAY['job_history_completed', 'job_history_failed']) AS p,
-                             generate_series(date_bin(${ms("$1")}, now() - ${ms("$1")}, ${ORIGIN}),
-                                             now() + ${ms("$2")}, ${ms("$1")}) AS lower`,
+      historyPlan: `SELECT t.parent, r.lower, r.lower + ${ms("$1")} AS upper
+                      FROM unnest(ARRAY['job_history_completed', 'job_history_failed']) AS t(parent),
+                           generate_series(date_bin(${ms("$1")}, now() + interval '10 minutes', ${ORIGIN}) + ${ms("$1")},
+                                           now() + ${ms("$2")}, ${ms("$1")}) AS r(lower)
+                     WHERE NOT EXISTS (SELECT 1 FROM ${schema}.history_partitions h
+                                        WHERE h.parent = t.parent AND h.lower < r.lower + ${ms("$1")} AND h.upper > r.lower)
+                     ORDER BY r.lower, t.parent`,
+
+      /**
+       * Makes partition [$2, $3) of history table $1 (one of historyPlan's rows), alone in its transaction: the
+       * maintainer holds at most one DEFAULT partition's lock at a time, so it can never be one side of a lock cycle
+       * with an outcome that writes both tables. Returns its name (NULL when a range around the present or an
+       * overlapping partition made it unnecessary).
+       */
+      historyMake: `SELECT ${schema}.skipq_history_partition($1, $2, $3) AS name`,
 
       /** Drops partitions of $1 that ended more than $2 ms ago; returns their names and row counts. */
       historyDrop: `SELECT name, rows FROM ${schema}.skipq_history_drop($1, now() - ${ms("$2")})`,
