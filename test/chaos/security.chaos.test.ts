@@ -358,6 +358,11 @@ describe("security", () => {
     // Grants given by the owner: what docs/security guidance should list.
     await ownerDb.query(`GRANT USAGE ON SCHEMA ${schema} TO s4_runtime, s4_enqueue`);
     await ownerDb.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO s4_runtime`);
+    // Retention's SECURITY DEFINER functions are not PUBLIC's (migration 0018): the worker role gets them by name.
+    await ownerDb.query(
+      `GRANT EXECUTE ON FUNCTION ${schema}.skipq_history_partition(text, timestamptz, timestamptz),
+         ${schema}.skipq_history_drop(text, timestamptz), ${schema}.skipq_history_moved() TO s4_runtime`,
+    );
     // Enqueue: INSERT, plus what its statements read and the key trigger touches (found by test: less fails with
     // 42501): the columns INSERT … RETURNING reads, the id sequence (a keyed insert takes its id with the key), and
     // job_keys, where a keyed insert takes its key (ON CONFLICT on queue and key) and the trigger may reopen it.
@@ -402,7 +407,7 @@ describe("security", () => {
     ]);
     expect(presence[0].n).toBe(1);
     // Leader-only maintenance as the runtime role: the pruner makes and drops history partitions (DDL) through
-    // the SECURITY DEFINER history functions of migration 0008, so DML rights are enough.
+    // the SECURITY DEFINER history functions (migrations 0008 and 0018), so DML rights and EXECUTE on them are enough.
     await until("the runtime worker leads maintenance", () => w.maintainer?.leader.isLeader === true, 15_000);
     const prunerAsRuntime = await outcome(async () => w.maintainer?.pruner?.runOnce());
     expect(prunerAsRuntime).toBe("ok");

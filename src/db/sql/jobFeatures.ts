@@ -118,16 +118,20 @@ export function jobFeatureStatements(names: Schema) {
        * $7 headers, $8 concurrency key, $9 the debounce key): inserts a job due after the delay, or, when the key
        * already has a pending job (jobs_debounce), gives that job this call's kind, payload, options and
        * run_at instead. A job being claimed holds its row lock: the update waits, finds the row running (no
-       * longer in the index) and inserts a new pending job. `created`: xmax is 0 only on a freshly inserted row.
+       * longer in the index) and inserts a new pending job. `created`: the row's id is the one this statement drew
+       * (an updated row keeps its own). Not `xmax = 0`: reading a system column needs SELECT on the whole table,
+       * and the update sets the parameters, not EXCLUDED's columns, which would need SELECT on them (payload):
+       * a producer's role reads no job's payload (docs/security.md).
        */
-      jobInsertDebounced: `INSERT INTO ${jobs} AS j (queue, kind, payload, priority, max_attempts, run_at, headers,
-                                                    concurrency_key, debounce_key)
-       VALUES ($1, $2, $3::jsonb, $4, $5, now() + $6::float8 * interval '1 millisecond', $7::jsonb, $8, $9)
+      jobInsertDebounced: `INSERT INTO ${jobs} AS j (id, queue, kind, payload, priority, max_attempts, run_at, headers,
+                                                    concurrency_key, debounce_key) OVERRIDING SYSTEM VALUE
+       VALUES (nextval('${schema}.jobs_id_seq'), $1, $2, $3::jsonb, $4, $5,
+               now() + $6::float8 * interval '1 millisecond', $7::jsonb, $8, $9)
        ON CONFLICT (queue, debounce_key) WHERE debounce_key IS NOT NULL AND status = 'pending'
-       DO UPDATE SET kind = EXCLUDED.kind, payload = EXCLUDED.payload, priority = EXCLUDED.priority,
-                     max_attempts = EXCLUDED.max_attempts, run_at = EXCLUDED.run_at, headers = EXCLUDED.headers,
-                     concurrency_key = EXCLUDED.concurrency_key, updated_at = now()
-       RETURNING id, xmax = 0 AS created, run_at <= now() AS due`,
+       DO UPDATE SET kind = $2, payload = $3::jsonb, priority = $4, max_attempts = $5,
+                     run_at = now() + $6::float8 * interval '1 millisecond', headers = $7::jsonb,
+                     concurrency_key = $8, updated_at = now()
+       RETURNING id, id = currval('${schema}.jobs_id_seq') AS created, run_at <= now() AS due`,
 
       /** Uniqueness windows that ended more than $1 ms ago, $2 at a time (the maintainer's retention). */
       uniqueExpire: `DELETE FROM ${schema}.job_unique WHERE (queue, key) IN (
