@@ -189,3 +189,80 @@ test("debounce is validated before any SQL", async () => {
   const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE queue = 'd7'`);
   expect(rows[0].n).toBe(0);
 });
+
+test("a debounced job that fails while a newer job of its key is pending goes back to pending beside it, and its batch's other outcomes are recorded", async () => {
+  const started = { a: 0, c: 0 };
+  const both = { a: false, c: false };
+  let open = () => {};
+  const gate = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  const plain = defineJob<Record<string, never>>("plain");
+  const w = t.skipq
+    .worker({ queues: ["d8"], pollInterval: 20, concurrency: 2, lockTimeout: "3s" })
+    .register(reindex, async () => {
+      started.a++;
+      both.a = true;
+      await gate;
+      throw new Error("reindex failed");
+    })
+    .register(plain, async () => {
+      started.c++;
+      both.c = true;
+      await gate;
+    });
+  workers.push(w);
+  const a = await t.skipq.enqueue(reindex, { version: 1 }, { queue: "d8", debounce: { key: "k", delay: 0 } });
+  const c = await t.skipq.enqueue(plain, {}, { queue: "d8" });
+  await w.start();
+  await until("both running", async () => both.a && both.c);
+  // The key has no pending job while A runs: this enqueue makes B, pending for an hour.
+  const b = await t.skipq.enqueue(reindex, { version: 2 }, { queue: "d8", debounce: { key: "k", delay: "1h" } });
+  expect(b.created).toBe(true);
+  open(); // A fails and C completes in the same tick: one outcome flush.
+  const admin = new Admin(t.skipq);
+  await until("C completed and A pending again", async () => {
+    const [ja, jc] = await Promise.all([admin.getJob(a.id), admin.getJob(c.id)]);
+    return jc?.status === "completed" && ja?.status === "pending" && ja.attempts === 1;
+  });
+  expect((await pending("d8")).map((r) => r.id).sort()).toEqual([a.id, b.id].sort());
+  expect(started).toEqual({ a: 1, c: 1 });
+  expect(w.stats.staleOutcomes).toBe(0);
+});
+
+test("the reaper returns an expired debounced job to pending while a newer job of its key is pending, with other queues' expired jobs", async () => {
+  const s = `"${t.schema}"`;
+  const a = await t.skipq.enqueue(reindex, { version: 1 }, { queue: "d9", debounce: { key: "k", delay: 0 } });
+  const other = await t.skipq.enqueue("other", {}, { queue: "d9b" });
+  await t.db.query(t.skipq.store.sql.jobs.jobClaimBatch.text, [["d9", "d9b"], 10, "crashed", 30_000]);
+  const b = await t.skipq.enqueue(reindex, { version: 2 }, { queue: "d9", debounce: { key: "k", delay: "1h" } });
+  expect(b.created).toBe(true);
+  await t.db.query(`UPDATE ${s}.jobs SET lease_expires_at = now() - interval '1 ms' WHERE status = 'running'`);
+  // The reaper's statement, as the leader's pass runs it (the workers of other tests hold the leader lease).
+  const { rows: reaped } = await t.db.query(t.skipq.store.sql.maintenance.jobReapExpired.text, [100]);
+  expect(new Set(reaped.map((r) => String(r.id)))).toEqual(new Set([a.id, other.id]));
+  const { rows } = await t.db.query(`SELECT id::text, status FROM ${s}.jobs WHERE id = ANY($1) ORDER BY id`, [
+    [a.id, b.id, other.id],
+  ]);
+  expect(rows.map((r) => r.status)).toEqual(["pending", "pending", "pending"]);
+});
+
+test("the protocol's skipq_fail and skipq_release return a debounced job to pending while a newer job of its key is pending", async () => {
+  const s = `"${t.schema}"`;
+  for (const call of ["fail", "release"] as const) {
+    const queue = `d10${call}`;
+    const a = await t.skipq.enqueue(reindex, { version: 1 }, { queue, debounce: { key: "k", delay: 0 } });
+    const { rows: claimed } = await t.db.query(`SELECT id, lease FROM ${s}.skipq_claim(ARRAY[$1], 1, 'py', 30000)`, [
+      queue,
+    ]);
+    expect(claimed.map((r) => String(r.id))).toEqual([a.id]);
+    await t.skipq.enqueue(reindex, { version: 2 }, { queue, debounce: { key: "k", delay: "1h" } });
+    const sql =
+      call === "fail"
+        ? `SELECT ${s}.skipq_fail($1, $2, 'boom', 0) AS r`
+        : `SELECT ${s}.skipq_release($1, $2)::text AS r`;
+    const { rows } = await t.db.query(sql, [claimed[0].id, claimed[0].lease]);
+    expect(rows[0].r).toBe(call === "fail" ? "pending" : "true");
+    expect(await pending(queue)).toHaveLength(2);
+  }
+});

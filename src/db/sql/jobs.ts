@@ -253,6 +253,8 @@ export function jobStatements(names: Schema) {
        * go back to pending without consuming the attempt; 'dead' and 'cancel'
        * go to history, and their dependents are resolved (workflows). The two
        * data-modifying CTEs take disjoint rows (their conditions exclude each other).
+       * A debounced job that goes back to pending leaves its debounce group (debounce_key NULL): a newer
+       * pending job of its key may exist, and jobs_debounce admits one (migration 0018).
        */
       jobSettleMany: `WITH d AS MATERIALIZED (
          SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::text[])
@@ -264,7 +266,7 @@ export function jobStatements(names: Schema) {
                 run_at = CASE WHEN d.action = 'release' THEN now() ELSE now() + d.delay_ms * interval '1 millisecond' END,
                 last_error = COALESCE(d.error, j.last_error),
                 error_fingerprint = COALESCE(d.fingerprint, j.error_fingerprint),
-                lease = NULL, lease_expires_at = NULL, updated_at = now()
+                lease = NULL, lease_expires_at = NULL, debounce_key = NULL, updated_at = now()
            FROM d
           WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
             AND (d.action IN ('snooze', 'release') OR (d.action = 'retry' AND j.attempts < j.max_attempts))

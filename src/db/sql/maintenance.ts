@@ -51,6 +51,7 @@ export function maintenanceStatements(names: Schema) {
        * when attempts are used up. run_at is left as it was (already <= now): a reclaimed job keeps its place
        * at the head of the line instead of queueing behind the whole backlog (chaos P1: with run_at = now() a
        * job stranded by a killed worker waited for the backlog to drain, not for lease + reaper interval).
+       * A debounced job leaves its debounce group, as in jobSettleMany (a newer pending job may hold the key).
        */
       jobReapExpired: `WITH expired AS MATERIALIZED (
          SELECT id FROM ${jobs}
@@ -60,7 +61,7 @@ export function maintenanceStatements(names: Schema) {
           FOR UPDATE SKIP LOCKED),
        again AS (
          UPDATE ${jobs} AS j
-            SET status = 'pending', lease = NULL, lease_expires_at = NULL, updated_at = now(), last_error = ${expiredError("j.")}
+            SET status = 'pending', lease = NULL, lease_expires_at = NULL, debounce_key = NULL, updated_at = now(), last_error = ${expiredError("j.")}
            FROM expired
           WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now() AND j.attempts < j.max_attempts
          RETURNING j.id, j.locked_by),
