@@ -4,7 +4,9 @@
  * `settleMany` (settlements first, so a job that failed before another
  * completed is recorded before it). One flush at a time; a failed flush is
  * retried with backoff until the jobs' leases would have expired anyway, then
- * given up (the reaper returns those jobs).
+ * given up (the reaper returns those jobs). A batch the database refuses for
+ * one row's data is split until that row is alone: one job's outcome never
+ * costs the others theirs.
  *
  * Invariants: an outcome is written only under the lease it was claimed with,
  * and a rejected one is counted as stale, never retried; the backlog of
@@ -200,16 +202,20 @@ export class Completer {
   }
 
   private async flushNow(): Promise<void> {
-    const ids = this.completedIds.splice(0, this.o.outcomeBatchSize);
     const leases = this.completedLeases.splice(0, this.o.outcomeBatchSize);
+    const completions = this.completedIds
+      .splice(0, this.o.outcomeBatchSize)
+      .map((id, i) => ({ id, lease: leases[i] as string }));
     const settlements = this.settlements.splice(0, this.o.outcomeBatchSize);
-    const resultIds = this.resultIds.splice(0, this.o.outcomeBatchSize);
     const resultLeases = this.resultLeases.splice(0, this.o.outcomeBatchSize);
     const results = this.results.splice(0, this.o.outcomeBatchSize);
+    const withResults = this.resultIds
+      .splice(0, this.o.outcomeBatchSize)
+      .map((id, i) => ({ id, lease: resultLeases[i] as string, result: results[i] as string }));
     const spawning = this.spawning.splice(0, this.o.outcomeBatchSize);
     // Every log of the outcomes taken here (a job's log is queued with its outcome, so none is left behind).
     const logs = this.attemptLogs.splice(0, this.attemptLogs.length);
-    this.inFlight = ids.length + resultIds.length + settlements.length + spawning.length;
+    this.inFlight = completions.length + withResults.length + settlements.length + spawning.length;
     try {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -218,25 +224,31 @@ export class Completer {
             await this.o.features.appendAttemptLogs(logs);
             logs.length = 0;
           }
-          if (settlements.length > 0) {
+          await this.isolating(settlements, async (part) =>
             this.noteStale(
-              settlements.map((x) => x.id),
-              (await this.o.jobs.settleMany(settlements)).map((r) => r.id),
+              part.map((x) => x.id),
+              (await this.o.jobs.settleMany(part)).map((r) => r.id),
+            ),
+          );
+          await this.isolating(completions, async (part) => {
+            const sent = part.map((c) => c.id);
+            const accepted = await this.o.jobs.completeMany(
+              sent,
+              part.map((c) => c.lease),
             );
-            settlements.length = 0;
-          }
-          if (ids.length > 0) {
-            const accepted = await this.o.jobs.completeMany(ids, leases);
             this.o.stats.completed += accepted.length;
-            this.noteStale(ids, accepted);
-            ids.length = 0;
-          }
-          if (resultIds.length > 0) {
-            const accepted = await this.o.features.completeManyWithResults(resultIds, resultLeases, results);
+            this.noteStale(sent, accepted);
+          });
+          await this.isolating(withResults, async (part) => {
+            const sent = part.map((c) => c.id);
+            const accepted = await this.o.features.completeManyWithResults(
+              sent,
+              part.map((c) => c.lease),
+              part.map((c) => c.result),
+            );
             this.o.stats.completed += accepted.length;
-            this.noteStale(resultIds, accepted);
-            resultIds.length = 0;
-          }
+            this.noteStale(sent, accepted);
+          });
           while (spawning.length > 0) {
             await this.completeSpawning(spawning[0] as Spawning);
             spawning.shift();
@@ -247,7 +259,7 @@ export class Completer {
           // Outcomes are retried until their leases would have expired anyway; then the reaper takes over.
           if (attempt * 250 > this.o.lockTimeoutMs || this.o.stopped()) {
             this.o.logger.error(
-              { err: error, jobs: ids.length + resultIds.length + settlements.length + spawning.length },
+              { err: error, jobs: completions.length + withResults.length + settlements.length + spawning.length },
               "skipq: could not record outcomes; their leases will expire and the jobs run again",
             );
             return;
@@ -259,6 +271,56 @@ export class Completer {
     } finally {
       this.inFlight = 0;
     }
+  }
+
+  /**
+   * Runs `write` over `items`, one outcome statement's batch, and empties `items` as parts are written. A
+   * batch refused for one row's data (SQLSTATE class 22, 23 or P0: a bad value, a constraint, a raise) is
+   * split in halves until that row is alone, so one job's outcome never costs the others theirs: a row
+   * refused alone, while other parts of the batch were written, is logged and given up (its lease expires and
+   * the reaper returns the job). When no part could be written, the refusal is the batch's, not a row's (every
+   * outcome refused): it is thrown like anything else (a lost connection, a deadlock, a serialization
+   * failure), with `items` holding every part not yet written, for the flush to retry.
+   */
+  private async isolating<T extends { id: string }>(items: T[], write: (part: T[]) => Promise<void>): Promise<void> {
+    const parts = items.length > 0 ? [items.slice()] : [];
+    const refused: Array<{ item: T; error: unknown }> = [];
+    let written = 0;
+    while (parts.length > 0) {
+      const part = parts[0] as T[];
+      try {
+        await write(part);
+        written += part.length;
+      } catch (error) {
+        if (!refusedForItsData(error)) {
+          items.splice(0, items.length, ...refused.map((r) => r.item), ...parts.flat());
+          throw error;
+        }
+        if (part.length > 1) {
+          const half = Math.ceil(part.length / 2);
+          parts.splice(0, 1, part.slice(0, half), part.slice(half));
+          continue;
+        }
+        refused.push({ item: part[0] as T, error });
+        parts.shift();
+        // Eight rows refused alone and none written: every outcome is being refused; stop splitting.
+        if (written === 0 && refused.length >= 8) break;
+        continue;
+      }
+      parts.shift();
+    }
+    if (refused.length > 0 && written === 0) {
+      items.splice(0, items.length, ...refused.map((r) => r.item), ...parts.flat());
+      throw refused[0]?.error;
+    }
+    for (const { item, error } of refused) {
+      this.o.onWarning(error);
+      this.o.logger.error(
+        { err: error, job: item.id },
+        "skipq: the database refused this job's outcome; its lease will expire and the job run again",
+      );
+    }
+    items.length = 0;
   }
 
   /** Workflows: one success with its spawned rows; rows that can never be enqueued fail the job instead. */
@@ -298,4 +360,10 @@ export class Completer {
     );
     this.o.onStale(stale);
   }
+}
+
+/** True for an error that one row's data caused (SQLSTATE class 22, 23 or P0), which splitting the batch isolates. */
+function refusedForItsData(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && /^(22|23|P0)/.test(code);
 }
