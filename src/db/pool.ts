@@ -28,6 +28,9 @@ export type SessionSettings = Readonly<Record<string, string | number | null>>;
  * vanished is found by keepalives within idle + interval × count (25 s); a transaction left open by a client
  * cut off mid-way is ended after a minute. Workers bound `statement_timeout` and
  * `idle_in_transaction_session_timeout` by their lease on their own pool (`workerSessionSettings`).
+ * `jit` is off: skipq's statements are short index lookups whose plans PostgreSQL may still cost above
+ * jit_above_cost (a claim it cannot see the queue of), and compiling one took 32 ms of a 40 ms claim
+ * (docs/performance.md, "JIT").
  */
 export const DEFAULT_SESSION_SETTINGS = {
   tcp_user_timeout: 10_000,
@@ -35,6 +38,7 @@ export const DEFAULT_SESSION_SETTINGS = {
   tcp_keepalives_interval: 5,
   tcp_keepalives_count: 3,
   idle_in_transaction_session_timeout: 60_000,
+  jit: "off",
 } as const;
 
 /** Resolved settings: name → value as sent; `false`: send none (e.g. behind a pooler that refuses `options`). */
