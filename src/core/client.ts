@@ -332,13 +332,17 @@ export class Skipq {
    * transaction has not committed). See docs/jobs.md, "Waiting for a job".
    */
   waitFor<R = unknown>(id: string | number, options: WaitOptions = {}): Promise<WaitResult<R>> {
+    return this.jobWaiter().wait<R>(id, options);
+  }
+
+  private jobWaiter(): Waiter {
     this.waiter ??= new Waiter({
       store: this.store,
       connectionString: this.connectionString,
       logger: this.logger,
       pollMs: this.waitPollMs,
     });
-    return this.waiter.wait<R>(id, options);
+    return this.waiter;
   }
 
   /** `enqueue`, then `waitFor` the job (with an idempotency key that exists: the existing job). */
@@ -352,8 +356,12 @@ export class Skipq {
     const waitOptions: WaitOptions = {};
     if (timeout !== undefined) waitOptions.timeout = timeout;
     if (signal !== undefined) waitOptions.signal = signal;
+    const waiter = this.jobWaiter();
+    // Listening before the job exists: a deletion of it is then announced to us, however soon it comes.
+    await waiter.listen();
     const { id } = await this.enqueue(job, payload, enqueueOptions);
-    return this.waitFor<R>(id, waitOptions);
+    // It was committed (or an existing job was returned): with completed history off, gone means completed.
+    return waiter.wait<R>(id, waitOptions, true);
   }
 
   /** @internal The waiter's LISTEN connection's server pid, while connected (tests terminate it). */
