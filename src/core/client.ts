@@ -341,6 +341,7 @@ export class Skipq {
       connectionString: this.connectionString,
       logger: this.logger,
       pollMs: this.waitPollMs,
+      wake: (queue) => this.notifier.nudge(queue),
     });
     return this.waiter;
   }

@@ -20,7 +20,8 @@
  *
  * Invariants: a caller's promise settles exactly once (result, timeout, abort
  * or close); an entry lives while it has callers; marking changes nothing about
- * the job but that its finish is announced.
+ * the job but that its finish is announced (and its queue's workers woken
+ * again, since the mark's row lock made any claim meanwhile skip it).
  */
 
 import type { Store } from "../db/store.js";
@@ -89,6 +90,8 @@ export interface WaiterOptions {
   logger: Logger;
   /** Time between reads of every waited-for job. */
   pollMs: number;
+  /** Wakes the workers of a queue (the client's coalescing notifier), after a mark held one of its jobs. */
+  wake: (queue: string) => void;
 }
 
 const FINISHED = new Set<string>(["completed", "dead", "cancelled"]);
@@ -234,7 +237,12 @@ export class Waiter {
     if (!before || before.marking) return;
     before.marking = true;
     try {
-      const { rows } = await this.o.store.query<{ status: string }>(this.o.store.sql.features.jobWaitMark, [id]);
+      const { rows } = await this.o.store.query<{ status: string; queue: string; held: boolean }>(
+        this.o.store.sql.features.jobWaitMark,
+        [id],
+      );
+      // The mark's row lock made any claim meanwhile skip the job: wake its workers again, now it is gone.
+      if (rows[0]?.held) this.o.wake(rows[0].queue);
       const entry = this.entries.get(id);
       if (!entry) return;
       entry.marking = false;

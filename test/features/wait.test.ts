@@ -350,3 +350,54 @@ test("with completed history off, enqueueAndWait of a job deleted before its wai
     expect(outcome).toMatchObject({ code: "SKIPQ_NOT_FOUND", message: expect.stringMatching(/deleted/) });
   });
 });
+
+/** How long each finished job of `queue` waited from its insert to its claim (database clock), ms. */
+async function startDelays(queue: string): Promise<number[]> {
+  const { rows } = await t.db.query(
+    `SELECT (EXTRACT(EPOCH FROM locked_at - created_at) * 1000)::float8 AS ms FROM "${t.schema}".job_history
+      WHERE queue = $1 ORDER BY id`,
+    [queue],
+  );
+  return rows.map((r) => r.ms as number);
+}
+
+/**
+ * A worker whose poll is 5 s, LISTENing already: a job its claim skipped waits that long, far beyond a woken
+ * claim's few ms.
+ */
+async function slowPoller(queue: string): Promise<Worker> {
+  const w = t.skipq.worker({ queues: [queue], pollInterval: "5s" }).register(square, async (p) => ({ squared: p.n }));
+  workers.push(w);
+  await w.start();
+  await until("the worker listens", () => w.listener?.connected);
+  return w;
+}
+
+test.each([
+  ["enqueueAndWait", "late1", (n: number) => t.skipq.enqueueAndWait(square, { n }, { queue: "late1", timeout: "30s" })],
+  [
+    "waitFor just after enqueue",
+    "late2",
+    async (n: number) => t.skipq.waitFor((await t.skipq.enqueue(square, { n }, { queue: "late2" })).id),
+  ],
+  [
+    "enqueueAndWait with an idempotency key",
+    "late3",
+    (n: number) => t.skipq.enqueueAndWait(square, { n }, { queue: "late3", idempotencyKey: `k${n}`, timeout: "30s" }),
+  ],
+  [
+    "enqueueAndWait with a uniqueness window",
+    "late4",
+    (n: number) => t.skipq.enqueueAndWait(square, { n }, { queue: "late4", unique: { period: "1h" }, timeout: "30s" }),
+  ],
+] as const)(
+  "a waited job starts well within the worker's poll interval, never left for its next poll (%s)",
+  async (_, queue, run) => {
+    await slowPoller(queue);
+    for (let n = 0; n < 20; n++) expect((await run(n)).status).toBe("completed");
+    const delays = await startDelays(queue);
+    expect(delays).toHaveLength(20);
+    expect(delays.filter((ms) => ms > 1000)).toEqual([]);
+  },
+  120_000,
+);
