@@ -360,9 +360,10 @@ export class Skipq {
     const waiter = this.jobWaiter();
     // Listening before the job exists: a deletion of it is then announced to us, however soon it comes.
     await waiter.listen();
-    const { id } = await this.enqueue(job, payload, enqueueOptions);
-    // It was committed (or an existing job was returned): with completed history off, gone means completed.
-    return waiter.wait<R>(id, waitOptions, true);
+    const { id, created } = await this.enqueue(job, payload, enqueueOptions);
+    // A job this call created was committed: with completed history off, gone means completed. An existing
+    // job (its key, window or debounce returned) may have been deleted long ago: it is judged as by waitFor.
+    return waiter.wait<R>(id, waitOptions, created);
   }
 
   /** @internal The waiter's LISTEN connection's server pid, while connected (tests terminate it). */

@@ -145,7 +145,7 @@ export class Waiter {
 
   /**
    * Resolves once job `id` is completed, dead or cancelled. `existed`: the caller knows the job was
-   * committed (enqueueAndWait), so with completed history off a job already gone completed.
+   * committed (enqueueAndWait created it), so with completed history off a job already gone completed.
    */
   async wait<R = unknown>(id: string | number, options: WaitOptions = {}, existed = false): Promise<WaitResult<R>> {
     const jobId = assertId(id);

@@ -7,8 +7,8 @@
  * Through Admin.bulk and the dashboard's bulk route.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { Admin, type RunningDashboard, startDashboard } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { Admin, type RunningDashboard, Skipq, silentLogger, startDashboard } from "../../src/index.js";
+import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
 
 let t: TestQueue;
 let admin: Admin;
@@ -136,6 +136,78 @@ describe("bulk delete", () => {
       }
     },
   );
+});
+
+describe("where bulk actions meet other features", () => {
+  test("bulk cancel of a running job aborts its handler and settles its waiter as cancelled", async () => {
+    let aborted = false;
+    const w = t.skipq.worker({ queues: ["bc-run"], pollInterval: 50 }).register("hold", async (_p, ctx) => {
+      await new Promise<void>((resolve) =>
+        ctx.signal.addEventListener("abort", () => {
+          aborted = true;
+          resolve();
+        }),
+      );
+    });
+    await w.start();
+    try {
+      await until("the worker listens", () => w.listener?.connected);
+      const { id } = await t.skipq.enqueue("hold", {}, { queue: "bc-run" });
+      const waiting = t.skipq.waitFor(id, { timeout: "20s" });
+      await until("running", async () => (await status(id)) === "running");
+      await marked(id);
+      expect(await admin.bulk("cancel", { queue: "bc-run" })).toBe(1);
+      expect(await waiting).toMatchObject({ status: "cancelled" });
+      await until("the handler's signal aborted", () => aborted);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  test("bulk delete frees idempotency keys and live uniqueness windows, as any exit from the live table", async () => {
+    const keyed = await t.skipq.enqueue("k", {}, { queue: "bd-keys", idempotencyKey: "key-1", delay: "1h" });
+    const unique = await t.skipq.enqueue("u", {}, { queue: "bd-keys", unique: { period: "1h", states: "live" } });
+    expect(await admin.bulk("delete", { queue: "bd-keys" })).toBe(2);
+    const again = await t.skipq.enqueue("u", {}, { queue: "bd-keys", unique: { period: "1h", states: "live" } });
+    expect(again.created).toBe(true);
+    expect(again.id).not.toBe(unique.id);
+    // The key starts its retention: the same key still returns the deleted job's id until it expires.
+    expect((await t.skipq.enqueue("k", {}, { queue: "bd-keys", idempotencyKey: "key-1" })).id).toBe(keyed.id);
+  });
+
+  test("a role with the documented dashboard grants (DML, no DDL) can bulk cancel and delete, dependents resolved", async () => {
+    const role = `bulk_${t.schema}`.slice(0, 60);
+    await t.db.query(`DROP ROLE IF EXISTS ${role}`);
+    await t.db.query(`CREATE ROLE ${role} LOGIN`);
+    const schema = `"${t.schema}"`;
+    await t.db.query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
+    await t.db.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO ${role}`);
+    await t.db.query(`GRANT USAGE ON ALL SEQUENCES IN SCHEMA ${schema} TO ${role}`);
+    const url = new URL(DATABASE_URL);
+    url.username = role;
+    const limited = new Skipq({ connectionString: url.toString(), schema: t.schema, logger: silentLogger });
+    try {
+      const a = await family("role1");
+      const b = await family("role2");
+      const asRole = new Admin(limited);
+      expect(await asRole.bulk("cancel", { ids: [a.parent] })).toBe(1);
+      expect(await asRole.bulk("delete", { ids: [b.parent] })).toBe(1);
+      expect([await status(a.cancel), await status(a.run), await status(a.wait)]).toEqual([
+        "cancelled",
+        "pending",
+        "waiting",
+      ]);
+      expect([await status(b.cancel), await status(b.run), await status(b.wait)]).toEqual([
+        "cancelled",
+        "pending",
+        "cancelled",
+      ]);
+    } finally {
+      await limited.close();
+      await t.db.query(`DROP OWNED BY ${role}`);
+      await t.db.query(`DROP ROLE IF EXISTS ${role}`);
+    }
+  });
 });
 
 describe("the dashboard's bulk route", () => {
