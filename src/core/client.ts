@@ -332,13 +332,18 @@ export class Skipq {
    * transaction has not committed). See docs/jobs.md, "Waiting for a job".
    */
   waitFor<R = unknown>(id: string | number, options: WaitOptions = {}): Promise<WaitResult<R>> {
+    return this.jobWaiter().wait<R>(id, options);
+  }
+
+  private jobWaiter(): Waiter {
     this.waiter ??= new Waiter({
       store: this.store,
       connectionString: this.connectionString,
       logger: this.logger,
       pollMs: this.waitPollMs,
+      wake: (queue) => this.notifier.nudge(queue),
     });
-    return this.waiter.wait<R>(id, options);
+    return this.waiter;
   }
 
   /** `enqueue`, then `waitFor` the job (with an idempotency key that exists: the existing job). */
@@ -352,8 +357,13 @@ export class Skipq {
     const waitOptions: WaitOptions = {};
     if (timeout !== undefined) waitOptions.timeout = timeout;
     if (signal !== undefined) waitOptions.signal = signal;
-    const { id } = await this.enqueue(job, payload, enqueueOptions);
-    return this.waitFor<R>(id, waitOptions);
+    const waiter = this.jobWaiter();
+    // Listening before the job exists: a deletion of it is then announced to us, however soon it comes.
+    await waiter.listen();
+    const { id, created } = await this.enqueue(job, payload, enqueueOptions);
+    // A job this call created was committed: with completed history off, gone means completed. An existing
+    // job (its key, window or debounce returned) may have been deleted long ago: it is judged as by waitFor.
+    return waiter.wait<R>(id, waitOptions, created);
   }
 
   /** @internal The waiter's LISTEN connection's server pid, while connected (tests terminate it). */

@@ -12,9 +12,16 @@
  * `pollMs`, and all of them at once after the LISTEN connection comes back
  * (a notification sent while it was down is lost).
  *
+ * A job gone from both tables completed with completed history off — or was
+ * deleted, or never existed. The waiter tells them apart by what it saw: a
+ * job never seen live (and not created by enqueueAndWait) does not exist for
+ * it; a bulk delete announces '!deleted:<id>' before the trigger's '<id>'; any
+ * other job that vanished after it was seen live completed.
+ *
  * Invariants: a caller's promise settles exactly once (result, timeout, abort
  * or close); an entry lives while it has callers; marking changes nothing about
- * the job but that its finish is announced.
+ * the job but that its finish is announced (and its queue's workers woken
+ * again, since the mark's row lock made any claim meanwhile skip it).
  */
 
 import type { Store } from "../db/store.js";
@@ -53,8 +60,16 @@ interface Entry {
   callers: Set<Caller>;
   /** The status last seen (for the timeout's message). */
   status: string | undefined;
-  /** The live job carries the mark (its finish will be announced). */
+  /** The live job carries the mark (its finish will be announced); false again once its exit was announced. */
   marked: boolean;
+  /** Our mark statement is in flight: a read that finds the job gone waits for it to say whether it was live. */
+  marking: boolean;
+  /** Seen live (by the mark or a read), or created by enqueueAndWait: gone without a trace, it completed. */
+  existed: boolean;
+  /** Its exit was announced (a done notification), or may have been unheard (the LISTEN connection was down). */
+  announced: boolean;
+  /** Announced as deleted ('!deleted:<id>'). */
+  deleted: boolean;
   /** A read of this job is in flight; another is wanted after it (a notification arrived meanwhile). */
   reading: boolean;
   again: boolean;
@@ -75,9 +90,15 @@ export interface WaiterOptions {
   logger: Logger;
   /** Time between reads of every waited-for job. */
   pollMs: number;
+  /** Wakes the workers of a queue (the client's coalescing notifier), after a mark held one of its jobs. */
+  wake: (queue: string) => void;
 }
 
 const FINISHED = new Set<string>(["completed", "dead", "cancelled"]);
+
+/** How long, and for how many jobs, a deletion announced before anyone waited for the job is remembered. */
+const DELETED_MEMORY_MS = 60_000;
+const DELETED_MEMORY_MAX = 10_000;
 
 export class Waiter {
   private readonly entries = new Map<string, Entry>();
@@ -86,6 +107,11 @@ export class Waiter {
   private pollTimer: NodeJS.Timeout | undefined;
   private polling = false;
   private closed = false;
+  /**
+   * Deletions announced for jobs nobody here waited for yet, with when: enqueueAndWait's job may be deleted
+   * between its enqueue and its entry. Oldest first (a Map keeps insertion order).
+   */
+  private readonly deletedEarly = new Map<string, number>();
 
   constructor(private readonly o: WaiterOptions) {
     if (o.connectionString) {
@@ -96,7 +122,11 @@ export class Waiter {
         onNotify: (id) => this.notified(id),
         // Back after a loss: whatever finished meanwhile was announced to nobody.
         onConnectionChange: (connected) => {
-          if (connected) for (const id of this.entries.keys()) this.read(id);
+          if (!connected) return;
+          for (const [id, entry] of this.entries) {
+            entry.announced = true;
+            this.read(id);
+          }
         },
       });
     }
@@ -107,15 +137,23 @@ export class Waiter {
     return this.listener?.backendPid;
   }
 
-  /** Resolves once job `id` is completed, dead or cancelled. */
-  async wait<R = unknown>(id: string | number, options: WaitOptions = {}): Promise<WaitResult<R>> {
+  /** Opens the LISTEN connection (once; resolves after the first attempt, connected or not). */
+  listen(): Promise<void> {
+    this.listening ??= this.listener?.start() ?? Promise.resolve();
+    return this.listening;
+  }
+
+  /**
+   * Resolves once job `id` is completed, dead or cancelled. `existed`: the caller knows the job was
+   * committed (enqueueAndWait created it), so with completed history off a job already gone completed.
+   */
+  async wait<R = unknown>(id: string | number, options: WaitOptions = {}, existed = false): Promise<WaitResult<R>> {
     const jobId = assertId(id);
     const timeoutMs = options.timeout === undefined ? undefined : toMs("timeout", options.timeout);
     if (options.signal?.aborted) throw options.signal.reason;
     if (this.closed) throw closedError();
     // Listening before the job is marked: its finish can then only be announced to us.
-    this.listening ??= this.listener?.start() ?? Promise.resolve();
-    await this.listening;
+    await this.listen();
     if (options.signal?.aborted) throw options.signal.reason;
     if (this.closed) throw closedError();
     return new Promise<WaitResult<R>>((resolve, reject) => {
@@ -129,9 +167,20 @@ export class Waiter {
       let entry = this.entries.get(jobId);
       const fresh = entry === undefined;
       if (!entry) {
-        entry = { callers: new Set(), status: undefined, marked: false, reading: false, again: false };
+        entry = {
+          callers: new Set(),
+          status: undefined,
+          marked: false,
+          marking: false,
+          existed: false,
+          announced: false,
+          deleted: this.deletedEarly.delete(jobId),
+          reading: false,
+          again: false,
+        };
         this.entries.set(jobId, entry);
       }
+      if (existed) entry.existed = true;
       entry.callers.add(caller);
       if (timeoutMs !== undefined) {
         caller.timer = setTimeout(
@@ -156,23 +205,59 @@ export class Waiter {
     await this.listener?.stop();
   }
 
-  private notified(id: string): void {
-    if (this.entries.has(id)) this.read(id);
+  /** A done-channel message: '<id>' (a marked job left the live table) or '!deleted:<id>' (a bulk delete took it). */
+  private notified(message: string): void {
+    const deleted = message.startsWith("!deleted:");
+    const id = deleted ? message.slice("!deleted:".length) : message;
+    const entry = this.entries.get(id);
+    if (!entry) {
+      if (deleted) this.rememberDeleted(id);
+      return;
+    }
+    if (deleted) entry.deleted = true;
+    entry.announced = true;
+    // The marked row is gone: a row back in the live table (an operator's retry) needs a mark of its own.
+    entry.marked = false;
+    this.read(id);
+  }
+
+  private rememberDeleted(id: string): void {
+    const now = Date.now();
+    this.deletedEarly.delete(id);
+    this.deletedEarly.set(id, now);
+    for (const [old, at] of this.deletedEarly) {
+      if (this.deletedEarly.size <= DELETED_MEMORY_MAX && at > now - DELETED_MEMORY_MS) break;
+      this.deletedEarly.delete(old);
+    }
   }
 
   /** Marks a job just waited for, then reads it if it was not live (it finished before the mark). */
   private async markAndRead(id: string): Promise<void> {
+    const before = this.entries.get(id);
+    if (!before || before.marking) return;
+    before.marking = true;
     try {
-      const { rows } = await this.o.store.query<{ status: string }>(this.o.store.sql.features.jobWaitMark, [id]);
+      const { rows } = await this.o.store.query<{ status: string; queue: string; held: boolean }>(
+        this.o.store.sql.features.jobWaitMark,
+        [id],
+      );
+      // The mark's row lock made any claim meanwhile skip the job: wake its workers again, now it is gone.
+      if (rows[0]?.held) this.o.wake(rows[0].queue);
       const entry = this.entries.get(id);
       if (!entry) return;
+      entry.marking = false;
       if (rows[0]) {
         entry.status = rows[0].status;
-        entry.marked = true;
+        entry.existed = true;
+        // Its exit was announced while the mark was in flight (the read then left the verdict to us): read
+        // again, and leave it unmarked — the row may be gone, and a read that finds it live marks it again.
+        if (entry.announced) this.read(id);
+        else entry.marked = true;
       } else {
         this.read(id);
       }
     } catch (error) {
+      before.marking = false;
       // The poll reads it anyway; only a mark that never lands leaves it to polling alone.
       this.o.logger.warn({ err: error, jobId: id }, "skipq: could not mark a job as waited for; polling it");
     }
@@ -218,8 +303,7 @@ export class Waiter {
 
   /**
    * Reads jobs and settles the callers of those that finished. A job that is live again (an operator
-   * retried it) is marked again. One that is gone without a trace finished without history (completed
-   * history is off) — or was deleted, which is an error for its callers.
+   * retried it) is marked again. One gone without a trace is judged by `vanished`.
    */
   private async readMany(ids: string[]): Promise<void> {
     try {
@@ -232,6 +316,8 @@ export class Waiter {
         if (!entry) continue;
         entry.status = row.status;
         if (!FINISHED.has(row.status)) {
+          entry.existed = true;
+          entry.announced = false;
           // Live again after it finished (an operator retried it): its new row needs the mark.
           if (!entry.marked) void this.markAndRead(row.id);
           continue;
@@ -246,20 +332,12 @@ export class Waiter {
       const missing = ids.filter((id) => !seen.has(id) && this.entries.has(id));
       if (missing.length === 0) return;
       const { rows: settings } = await this.o.store.query<{ keep_completed: boolean }>(sql.settingsKeepCompletedRead);
-      const dropped = settings[0]?.keep_completed === false;
+      const historyOff = settings[0]?.keep_completed === false;
       for (const id of missing) {
         const entry = this.entries.get(id);
         if (!entry) continue;
-        const outcome = dropped
-          ? { result: { status: "completed" as const, result: undefined, error: null } }
-          : {
-              error: new SkipqError(
-                "SKIPQ_NOT_FOUND",
-                entry.status === undefined
-                  ? `job ${id} does not exist (never enqueued, its transaction not committed yet, or pruned)`
-                  : `job ${id} vanished while it was waited for (deleted or pruned)`,
-              ),
-            };
+        const outcome = this.vanished(id, entry, historyOff);
+        if (outcome === undefined) continue;
         for (const caller of entry.callers) this.settle(id, caller, outcome.error, outcome.result);
       }
     } catch (error) {
@@ -268,6 +346,38 @@ export class Waiter {
         "skipq: reading waited-for jobs failed; retrying at the next poll",
       );
     }
+  }
+
+  /**
+   * What a job found in neither table means for its callers; undefined: not decided yet. With history kept,
+   * and for a deletion announced, the job is not found. With completed history off, a job gone after it
+   * existed completed — unless the verdict must wait: for the mark in flight (was it live?), or, when a read
+   * raced the commit that removed a marked job, for that commit's announcement (which says "deleted" first
+   * when it was a deletion). The announcement comes on the LISTEN connection, or was lost while it was down,
+   * and then the reconnect's read decides.
+   */
+  private vanished(
+    id: string,
+    entry: Entry,
+    historyOff: boolean,
+  ): { error: SkipqError; result?: undefined } | { error?: undefined; result: WaitResult } | undefined {
+    const notFound = (why: string) => ({ error: new SkipqError("SKIPQ_NOT_FOUND", `job ${id} ${why}`) });
+    if (entry.deleted) return notFound("was deleted while it was waited for");
+    if (!historyOff) {
+      return notFound(
+        entry.status === undefined
+          ? "does not exist (never enqueued, its transaction not committed yet, or pruned)"
+          : "vanished while it was waited for (deleted or pruned)",
+      );
+    }
+    if (entry.marking) return undefined;
+    if (!entry.existed) {
+      return notFound(
+        "does not exist (never enqueued, its transaction not committed yet, deleted, or it completed before this wait with completed history off)",
+      );
+    }
+    if (entry.marked && !entry.announced && this.listener?.connected) return undefined;
+    return { result: { status: "completed", result: undefined, error: null } };
   }
 
   private settle(id: string, caller: Caller, error: unknown, result?: WaitResult): void {

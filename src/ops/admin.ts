@@ -129,8 +129,10 @@ export class Admin {
 
   /**
    * Applies `action` to the jobs of `filter` in the states it is valid for (retry: dead or cancelled; cancel:
-   * pending or running; delete: all but running; run-now: scheduled pending; priority: pending), at most
-   * BULK_MAX of each kind at a time. Returns how many jobs it changed.
+   * waiting, pending or running; delete: all but running; run-now: scheduled pending; priority: pending), at
+   * most BULK_MAX of each kind at a time. Cancel and delete resolve the dependents of the jobs they take out
+   * (a deleted parent counts as cancelled; its "wait" dependents are cancelled, see docs/workflows.md) and
+   * settle their waiters. Returns how many jobs it changed.
    */
   async bulk(action: BulkAction, filter: JobFilter, options: { priority?: number } = {}): Promise<number> {
     return bulk(this.store, action, filter, options);

@@ -2,7 +2,9 @@
  * The jobs explorer behind `Admin`: a filter validated into the parameters of
  * its statements (names, ids, a literal ILIKE pattern, a dotted payload path),
  * keyset pages of matching jobs, and bulk actions capped at BULK_MAX a kind.
- * It never loads payloads into a list.
+ * It never loads payloads into a list. A bulk action that takes jobs out of
+ * the live table (cancel, delete) resolves their dependents and settles their
+ * waiters, like a single cancel.
  */
 import { ValidationError } from "../core/errors.js";
 import { assertId, assertInt, assertName } from "../core/validate.js";
@@ -121,7 +123,7 @@ export async function bulk(
     case "cancel":
       return (await store.query(store.sql.admin.jobBulkCancel, [...params, channel])).rowCount ?? 0;
     case "delete":
-      return (await store.query(store.sql.admin.jobBulkDelete, params)).rowCount ?? 0;
+      return bulkDelete(store, params);
     case "run-now":
       return (await store.query(store.sql.admin.jobBulkRunNow, [...params, channel])).rows[0].n;
     case "priority": {
@@ -131,4 +133,22 @@ export async function bulk(
     default:
       throw new ValidationError(`action must be one of ${BULK_ACTIONS.join(", ")}`);
   }
+}
+
+/**
+ * Bulk delete, one transaction: the jobs go (their dependents resolved as if they had been cancelled), then
+ * what a deleted parent leaves open is settled — children under "wait" are cancelled, since nothing can
+ * retry a deleted job (docs/workflows.md, "Deleting jobs").
+ */
+async function bulkDelete(store: Store, params: unknown[]): Promise<number> {
+  return store.transaction(async (tx) => {
+    const { rows } = await store.query<{ id: string; live: boolean }>(
+      store.sql.admin.jobBulkDelete,
+      [...params, `${store.schema.channel}:done`],
+      tx,
+    );
+    const live = rows.filter((r) => r.live).map((r) => r.id);
+    if (live.length > 0) await store.query(store.sql.admin.jobDeletedParentsResolve, [live], tx);
+    return rows.length;
+  });
 }

@@ -69,7 +69,11 @@ export interface SagaState {
   /** The step being run (running) or compensated (compensating). */
   currentStep: number;
   currentJobId: string | null;
-  steps: Array<{ name: string; status: SagaStepStatus; result?: unknown; error?: string }>;
+  /**
+   * `ran`: the step failed but its action ran (returned) — its result could not be stored, or it returned
+   * after its job was cancelled and the step failed — so it is compensated like a completed step.
+   */
+  steps: Array<{ name: string; status: SagaStepStatus; result?: unknown; error?: string; ran?: boolean }>;
   error: string | null;
   createdAt: Date;
   updatedAt: Date;
@@ -89,8 +93,12 @@ export interface SagaOptions {
 /** A saga's state by id (undefined when absent). Also what `skipq saga <id>` prints. */
 export async function getSaga(skipq: Pick<Skipq, "store">, id: string): Promise<SagaState | undefined> {
   assertId(id, "saga id");
-  const { rows } = await skipq.store.query(skipq.store.sql.sagas.sagaGet, [id]);
-  const row = rows[0];
+  return sagaState((await skipq.store.query(skipq.store.sql.sagas.sagaGet, [id])).rows[0]);
+}
+
+/** A row of sagaGet or sagaLock as a SagaState (undefined for no row). */
+// biome-ignore lint/suspicious/noExplicitAny: a row of the sagas table.
+export function sagaState(row: any): SagaState | undefined {
   if (!row) return undefined;
   return {
     id: String(row.id),

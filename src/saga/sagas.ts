@@ -5,14 +5,27 @@
  * When a step dies (attempts used up, FailPermanently, cancelled, or buried by
  * the reaper) the compensations of the completed steps run in reverse order.
  *
+ * An action's side effect happened once it returned: such an action is never
+ * run again because of what it returned (a result the saga cannot store fails
+ * the step at once), and it is compensated whenever the saga compensates — also
+ * when it returned after its step was failed (its job cancelled meanwhile).
+ *
  * Invariants: a saga moves only through guarded transitions (db/sql/sagas.ts),
  * each committed together with the job it enqueues, so a step never advances
- * twice and no transition is lost; actions and compensations run at least once
- * and must be idempotent. It never runs user code inside a transaction.
+ * twice and no transition is lost; the next compensation is chosen under the
+ * saga's row lock; actions and compensations run at least once and must be
+ * idempotent. It never runs user code inside a transaction.
  */
 import type { Queryable, Skipq } from "../core/client.js";
-import { CancelJob, FailPermanently, RetryIn, ValidationError } from "../core/errors.js";
-import { assertInt, assertName, encodePayload, toMs } from "../core/validate.js";
+import {
+  CancelJob,
+  FailPermanently,
+  ResultNotJsonError,
+  ResultTooLargeError,
+  RetryIn,
+  ValidationError,
+} from "../core/errors.js";
+import { assertInt, assertName, encodePayload, encodeResult, toMs } from "../core/validate.js";
 import type { Store } from "../db/store.js";
 import { Service } from "../maintenance/service.js";
 import type { JobContext, Worker } from "../worker/worker.js";
@@ -24,6 +37,7 @@ import {
   type SagaState,
   type SagaStatus,
   type SagaStep,
+  sagaState,
 } from "./define.js";
 
 // biome-ignore lint/suspicious/noExplicitAny: one runner holds sagas of any input type.
@@ -174,19 +188,97 @@ export class Sagas {
       }
       throw error;
     }
+    if (payload.phase === "compensate") {
+      await this.inTransaction((tx) =>
+        this.compensateFrom(tx, saga, state.id, payload.step, "compensating", '{"status":"compensated"}', null),
+      );
+      return;
+    }
+    // The action ran: whatever happens now, it must not run again because of its result, and the saga must
+    // undo it if it compensates.
+    const encoded = this.encodeResult(payload.step, step.name, result);
+    if (typeof encoded !== "string") {
+      const error = encoded.error;
+      const failed = await this.inTransaction((tx) =>
+        this.compensateFrom(
+          tx,
+          saga,
+          state.id,
+          payload.step,
+          "running",
+          JSON.stringify({ status: "failed", ran: true, error }),
+          null,
+          error,
+          true,
+        ),
+      );
+      if (!failed) await this.ranAfterFailure(saga, state.id, payload.step, undefined);
+      throw new FailPermanently(error);
+    }
+    const moved = await this.inTransaction(async (tx) => {
+      const next = payload.step + 1;
+      const done = next >= saga.steps.length;
+      const nextJob = done ? null : await this.enqueueStep(tx, saga, { saga: state.id, step: next, phase: "action" });
+      return this.transition(tx, state.id, "running", payload.step, `{"status":"completed","result":${encoded}}`, {
+        status: done ? "completed" : "running",
+        step: done ? payload.step : next,
+        job: nextJob,
+      });
+    });
+    if (!moved) await this.ranAfterFailure(saga, state.id, payload.step, encoded);
+  }
+
+  /**
+   * An action's result as the JSON the saga stores, or the error that fails its step: plain JSON only (as a
+   * job's result, docs/jobs.md), at most the client's maxPayloadBytes (it travels in later steps' context).
+   */
+  private encodeResult(step: number, name: string, result: unknown): string | { error: string } {
+    try {
+      return encodeResult(result ?? null, this.skipq.maxPayloadBytes);
+    } catch (error) {
+      const why =
+        error instanceof ResultTooLargeError
+          ? `its result is ${error.bytes} bytes, over the client's maxPayloadBytes of ${error.limit}; store large results elsewhere and return a reference`
+          : error instanceof ResultNotJsonError
+            ? `its ${error.message.replace(/^the handler's /, "")}`
+            : errorText(error);
+      return {
+        error:
+          `step ${step} (${name}) returned a result the saga cannot store, so it fails without running again and is compensated: ${why}`.slice(
+            0,
+            MAX_ERROR,
+          ),
+      };
+    }
+  }
+
+  /**
+   * Step `step`'s action returned, but the saga had already moved on: the sweeper failed the step (its job
+   * was cancelled while the action ran) and is undoing the steps before it, or has undone them. The action
+   * did run, so the step is marked `ran` (with its result, when it has one) and compensated: by the
+   * compensation chain still going (it picks the highest step to undo, under the saga's lock), or — when
+   * the saga already ended compensated — by reopening it at this step. Nothing to do when the step was not
+   * failed (a duplicate job recorded it), or is already marked.
+   */
+  private async ranAfterFailure(saga: AnySaga, id: string, step: number, encoded: string | undefined): Promise<void> {
     await this.inTransaction(async (tx) => {
-      if (payload.phase === "action") {
-        const encoded = encodePayload(result ?? null, this.skipq.maxPayloadBytes);
-        const next = payload.step + 1;
-        const done = next >= saga.steps.length;
-        const nextJob = done ? null : await this.enqueueStep(tx, saga, { saga: state.id, step: next, phase: "action" });
-        return this.transition(tx, state.id, "running", payload.step, `{"status":"completed","result":${encoded}}`, {
-          status: done ? "completed" : "running",
-          step: done ? payload.step : next,
-          job: nextJob,
-        });
-      }
-      return this.compensateFrom(tx, saga, state.id, payload.step, "compensating", '{"status":"compensated"}', null);
+      const state = await this.lock(tx, id);
+      const entry = state?.steps[step];
+      if (!state || entry?.status !== "failed" || entry.ran) return false;
+      const patch = encoded === undefined ? '{"ran":true}' : `{"ran":true,"result":${encoded}}`;
+      const reopen = state.status === "compensated" && saga.steps[step]?.compensate !== undefined;
+      const job = reopen ? await this.enqueueStep(tx, saga, { saga: id, step, phase: "compensate" }) : null;
+      return this.transition(
+        tx,
+        id,
+        state.status,
+        state.currentStep,
+        patch,
+        reopen
+          ? { status: "compensating", step, job }
+          : { status: state.status, step: state.currentStep, job: state.currentJobId },
+        step,
+      );
     });
   }
 
@@ -230,8 +322,8 @@ export class Sagas {
 
   /**
    * After step `from` failed (the saga is `running`) or was compensated (`compensating`): enqueue the
-   * next lower compensation, or finish as compensated. Steps between without a compensation count as
-   * compensated (nothing to undo).
+   * next compensation, or finish as compensated. `self`: step `from` itself is undone first (its action
+   * ran although the step failed). Steps without a compensation count as compensated (nothing to undo).
    */
   private async compensateFrom(
     tx: Queryable,
@@ -242,8 +334,10 @@ export class Sagas {
     patch: string,
     guardJob: string | null,
     error?: string,
+    self = false,
   ): Promise<boolean> {
-    const target = await this.nextCompensation(id, saga, from - 1);
+    const state = await this.lock(tx, id);
+    const target = self && saga.steps[from]?.compensate ? from : nextCompensation(state, saga, from);
     const job =
       target === undefined ? null : await this.enqueueStep(tx, saga, { saga: id, step: target, phase: "compensate" });
     return this.transition(tx, id, fromStatus, from, patch, {
@@ -255,15 +349,13 @@ export class Sagas {
     });
   }
 
-  /** The highest step at or below `from` that completed and has a compensation. */
-  private async nextCompensation(id: string, saga: AnySaga, from: number): Promise<number | undefined> {
-    const state = await this.get(id);
-    for (let i = from; i >= 0; i--) {
-      if (state?.steps[i]?.status === "completed" && saga.steps[i]?.compensate) return i;
-    }
-    return undefined;
+  /** The saga, locked until `tx` ends (every choice of the next compensation is made under this lock). */
+  private async lock(tx: Queryable, id: string): Promise<SagaState | undefined> {
+    const { rows } = await tx.query(this.store.config(this.store.sql.sagas.sagaLock, [id]));
+    return sagaState(rows[0]);
   }
 
+  /** Moves saga `id` from (`fromStatus`, `fromStep`), merging `patch` into step `patchStep`'s entry (default `fromStep`). */
   private async transition(
     tx: Queryable,
     id: string,
@@ -271,13 +363,14 @@ export class Sagas {
     fromStep: number,
     patch: string,
     to: { status: SagaStatus; step: number; job: string | null; error?: string; guardJob?: string | null },
+    patchStep = fromStep,
   ): Promise<boolean> {
     const { rows } = await tx.query(
       this.store.config(this.store.sql.sagas.sagaTransition, [
         id,
         fromStatus,
         fromStep,
-        fromStep,
+        patchStep,
         patch,
         to.status,
         to.step,
@@ -307,6 +400,21 @@ export class Sagas {
       throw error;
     }
   }
+}
+
+/**
+ * The step to compensate next, other than `from` (the step just failed or just compensated): the highest one
+ * with a compensation that completed, or that failed after its action ran. Higher than the failed step,
+ * nothing ever completed, so this is the reverse order of the steps — with a step that ran after it was
+ * failed taken next, whenever it was marked.
+ */
+function nextCompensation(state: SagaState | undefined, saga: AnySaga, from: number): number | undefined {
+  for (let i = saga.steps.length - 1; i >= 0; i--) {
+    const entry = state?.steps[i];
+    if (i === from || !saga.steps[i]?.compensate) continue;
+    if (entry?.status === "completed" || (entry?.status === "failed" && entry.ran)) return i;
+  }
+  return undefined;
 }
 
 /** A guarded transition found the saga already moved (a duplicate job, or the sweeper raced a handler). */

@@ -227,7 +227,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
         if (message.startsWith("!")) this.control(message);
         else if (this.queues.includes(message)) this.fetcher.notified();
       },
-      onConnectionChange: (connected) => this.emit("listener", connected),
+      onConnectionChange: (connected) => {
+        // Listening (again): a job announced before, while nobody listened, is found by a claim now, not
+        // a poll interval later (the first connect follows start()'s first claim, too).
+        if (connected) this.fetcher.notified();
+        this.emit("listener", connected);
+      },
     });
     const loopParts = { options, settings: s, store: this.store, logger: this.logger };
     this.maintainer = workerMaintainer(loopParts, (jobs) => this.emit("reaped", jobs));

@@ -253,3 +253,154 @@ test("enqueueAndWait with an aborted signal enqueues nothing", async () => {
   const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".jobs WHERE queue = 'w14'`);
   expect(rows[0].n).toBe(0);
 });
+
+/** Runs `body` with completed history off (completedAfter: 0: a completed job leaves no row). */
+async function historyOff(body: () => Promise<void>): Promise<void> {
+  await t.db.query(`UPDATE "${t.schema}".settings SET keep_completed = false`);
+  try {
+    await body();
+  } finally {
+    await t.db.query(`UPDATE "${t.schema}".settings SET keep_completed = true`);
+  }
+}
+
+test("with completed history off, waitFor on an id that never existed rejects with SKIPQ_NOT_FOUND", async () => {
+  await historyOff(async () => {
+    await expect(t.skipq.waitFor("999999998", { timeout: "5s" })).rejects.toMatchObject({ code: "SKIPQ_NOT_FOUND" });
+  });
+});
+
+test("with completed history off, a pending job deleted without running rejects its waiter with SKIPQ_NOT_FOUND", async () => {
+  await historyOff(async () => {
+    const { id } = await t.skipq.enqueue(square, { n: 1 }, { queue: "w15-nobody" });
+    const waiting = t.skipq.waitFor(id, { timeout: "20s" }).catch((e: unknown) => e);
+    await until("marked", async () => {
+      const { rows } = await t.db.query(`SELECT notify_on_finish FROM "${t.schema}".jobs WHERE id = $1`, [id]);
+      return rows[0]?.notify_on_finish === true;
+    });
+    expect(await new Admin(t.skipq).bulk("delete", { ids: [id] })).toBe(1);
+    expect(await waiting).toMatchObject({ code: "SKIPQ_NOT_FOUND", message: expect.stringMatching(/deleted/) });
+  });
+});
+
+test("with completed history off, waitFor on a job that completed before the call rejects with SKIPQ_NOT_FOUND", async () => {
+  await worker("w16").start();
+  await historyOff(async () => {
+    const { id } = await t.skipq.enqueue(square, { n: 2 }, { queue: "w16" });
+    await until("completed and gone", async () => {
+      const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
+      return rows[0].n === 0;
+    });
+    await expect(client().waitFor(id, { timeout: "5s" })).rejects.toMatchObject({ code: "SKIPQ_NOT_FOUND" });
+  });
+});
+
+test("with completed history off, enqueueAndWait resolves completed even when the job completed before the wait began", async () => {
+  await worker("w17").start();
+  // Middleware holds enqueueAndWait between its enqueue and its wait until the job has completed and left no row.
+  const c = client().useEnqueue(async (call, next) => {
+    const r = await next();
+    if (r && call.options.queue === "w17")
+      await until("completed before the wait", async () => {
+        const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE id = $1`, [
+          r.id,
+        ]);
+        return rows[0].n === 0;
+      });
+    return r;
+  });
+  await historyOff(async () => {
+    expect(await c.enqueueAndWait(square, { n: 3 }, { queue: "w17", timeout: "20s" })).toEqual({
+      status: "completed",
+      result: undefined,
+      error: null,
+    });
+    // An idempotency key held by a job gone without history: the job it returns is waited for as by waitFor —
+    // gone before the wait, it is not found (it may as well have been deleted: the key outlives the job).
+    const first = await c.enqueueAndWait(square, { n: 4 }, { queue: "w17", idempotencyKey: "k17", timeout: "20s" });
+    expect(first.status).toBe("completed");
+    await expect(
+      c.enqueueAndWait(square, { n: 4 }, { queue: "w17", idempotencyKey: "k17", timeout: "20s" }),
+    ).rejects.toMatchObject({ code: "SKIPQ_NOT_FOUND" });
+  });
+});
+
+test("with completed history off and no LISTEN connection, polling alone resolves a completed job", async () => {
+  const pooled = new Skipq({ pool: t.db, schema: t.schema, logger: silentLogger, waitPollInterval: 50 });
+  const g = gate();
+  await worker("w18", g.promise).start();
+  try {
+    await historyOff(async () => {
+      const { id } = await pooled.enqueue(square, { n: 5 }, { queue: "w18" });
+      const waiting = pooled.waitFor(id, { timeout: "20s" });
+      await until("running", async () => (await new Admin(t.skipq).getJob(id))?.status === "running");
+      g.open();
+      expect(await waiting).toEqual({ status: "completed", result: undefined, error: null });
+    });
+  } finally {
+    await pooled.close();
+  }
+});
+
+test("with completed history off, enqueueAndWait of a job deleted before its wait began rejects with SKIPQ_NOT_FOUND", async () => {
+  const c = client().useEnqueue(async (call, next) => {
+    const r = await next();
+    if (r && call.options.queue === "w19-nobody") await new Admin(t.skipq).bulk("delete", { ids: [r.id] });
+    return r;
+  });
+  await historyOff(async () => {
+    const outcome = await c.enqueueAndWait(square, { n: 6 }, { queue: "w19-nobody", timeout: "20s" }).catch((e) => e);
+    expect(outcome).toMatchObject({ code: "SKIPQ_NOT_FOUND", message: expect.stringMatching(/deleted/) });
+  });
+});
+
+/** How long each finished job of `queue` waited from its insert to its claim (database clock), ms. */
+async function startDelays(queue: string): Promise<number[]> {
+  const { rows } = await t.db.query(
+    `SELECT (EXTRACT(EPOCH FROM locked_at - created_at) * 1000)::float8 AS ms FROM "${t.schema}".job_history
+      WHERE queue = $1 ORDER BY id`,
+    [queue],
+  );
+  return rows.map((r) => r.ms as number);
+}
+
+/**
+ * A worker whose poll is 5 s, LISTENing already: a job its claim skipped waits that long, far beyond a woken
+ * claim's few ms.
+ */
+async function slowPoller(queue: string): Promise<Worker> {
+  const w = t.skipq.worker({ queues: [queue], pollInterval: "5s" }).register(square, async (p) => ({ squared: p.n }));
+  workers.push(w);
+  await w.start();
+  await until("the worker listens", () => w.listener?.connected);
+  return w;
+}
+
+test.each([
+  ["enqueueAndWait", "late1", (n: number) => t.skipq.enqueueAndWait(square, { n }, { queue: "late1", timeout: "30s" })],
+  [
+    "waitFor just after enqueue",
+    "late2",
+    async (n: number) => t.skipq.waitFor((await t.skipq.enqueue(square, { n }, { queue: "late2" })).id),
+  ],
+  [
+    "enqueueAndWait with an idempotency key",
+    "late3",
+    (n: number) => t.skipq.enqueueAndWait(square, { n }, { queue: "late3", idempotencyKey: `k${n}`, timeout: "30s" }),
+  ],
+  [
+    "enqueueAndWait with a uniqueness window",
+    "late4",
+    (n: number) => t.skipq.enqueueAndWait(square, { n }, { queue: "late4", unique: { period: "1h" }, timeout: "30s" }),
+  ],
+] as const)(
+  "a waited job starts well within the worker's poll interval, never left for its next poll (%s)",
+  async (_, queue, run) => {
+    await slowPoller(queue);
+    for (let n = 0; n < 20; n++) expect((await run(n)).status).toBe("completed");
+    const delays = await startDelays(queue);
+    expect(delays).toHaveLength(20);
+    expect(delays.filter((ms) => ms > 1000)).toEqual([]);
+  },
+  120_000,
+);

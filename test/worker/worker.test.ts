@@ -297,6 +297,25 @@ test("a per-job timeout frees the slot of a handler that never resolves, and the
   expect(hung).toBe(1);
 });
 
+test("a job enqueued while the listener is down starts once it reconnects, not a poll interval later", async () => {
+  const w = worker("relisten", { pollInterval: "20s" }).register("l", () => undefined);
+  await w.start();
+  await until("listening", () => w.listener?.connected);
+  await t.db.query("SELECT pg_terminate_backend($1)", [w.listener?.backendPid]);
+  await until("the listener is down", () => w.listener?.connected === false);
+  const { id } = await t.skipq.enqueue("l", {}, { queue: "relisten" });
+  await t.skipq.notifier.idle();
+  // Its NOTIFY went out while nobody of this worker listened: only a claim after the reconnect finds it.
+  const missed = w.listener?.connected === false;
+  await until("completed", async () => (await job(id)).status === "completed", 30_000);
+  const { rows } = await t.db.query(
+    `SELECT EXTRACT(EPOCH FROM locked_at - created_at) * 1000 AS ms FROM "${t.schema}".job_history WHERE id = $1`,
+    [id],
+  );
+  expect(missed).toBe(true);
+  expect(Number(rows[0].ms)).toBeLessThan(10_000);
+});
+
 test("a killed listener connection does not stop processing, and it reconnects", async () => {
   const w = worker("listen", { pollInterval: 200 }).register("l", () => undefined);
   const connected = new Promise<void>((resolve) => w.on("listener", (c) => c && resolve()));

@@ -1,10 +1,13 @@
 /**
- * Inspection and operator actions: show, list, count, retry, cancel.
- * None of these is on the claim path. Lists never select whole payloads.
- * Reads go through all_jobs (live and finished jobs in one shape). Retry and
- * cancel touch only rows in the states they are valid for, so they never fight
- * a worker over a running job (a running job is cancelled through its lease:
- * the worker's next outcome is fenced out).
+ * Inspection and operator actions: show, list, count, retry, cancel, and the
+ * explorer's bulk actions. None of these is on the claim path. Lists never
+ * select whole payloads. Reads go through all_jobs (live and finished jobs in
+ * one shape). Retry and cancel touch only rows in the states they are valid
+ * for, so they never fight a worker over a running job (a running job is
+ * cancelled through its lease: the worker's next outcome is fenced out).
+ * Every statement that takes jobs out of the live table resolves their
+ * dependents (skipq_parents_finished, as the outcome statements do), and the
+ * trigger of migration 0012 announces each one to its waiters.
  */
 
 import type { Schema } from "../schema.js";
@@ -97,7 +100,7 @@ export function adminStatements(names: Schema) {
        */
       jobBulkCount: `SELECT count(*)::int AS matched,
                           count(*) FILTER (WHERE status IN ('dead', 'cancelled'))::int AS retry,
-                          count(*) FILTER (WHERE status IN ('pending', 'running'))::int AS cancel,
+                          count(*) FILTER (WHERE status IN ('waiting', 'pending', 'running'))::int AS cancel,
                           count(*) FILTER (WHERE status <> 'running')::int AS delete,
                           count(*) FILTER (WHERE status = 'pending' AND run_at > now())::int AS run_now,
                           count(*) FILTER (WHERE status = 'pending')::int AS priority
@@ -107,25 +110,72 @@ export function adminStatements(names: Schema) {
         schema,
         `h.id IN (${bulkTargets(`${schema}.job_history`, "a.status IN ('dead', 'cancelled')")})`,
       ),
-      /** Pending or running jobs of filter $1–$9 → cancelled (as jobCancel; $10 the channel). */
+      /**
+       * Waiting, pending or running jobs of filter $1–$9 → cancelled, as jobCancel: their dependents resolved
+       * (workflows), a running one's worker told on channel $10 to check its lease. Waiters on any of them are
+       * told by the trigger of migration 0012, as on every exit from the live table.
+       */
       jobBulkCancel: `WITH c AS (
-                      DELETE FROM ${schema}.jobs WHERE id IN (${bulkTargets(`${schema}.jobs`, "a.status IN ('pending', 'running')")})
-                         AND status IN ('pending', 'running') RETURNING *),
+                      DELETE FROM ${schema}.jobs
+                       WHERE id IN (${bulkTargets(`${schema}.jobs`, "a.status IN ('waiting', 'pending', 'running')")})
+                         AND status IN ('waiting', 'pending', 'running') RETURNING *),
                     h AS (
                       INSERT INTO ${schema}.job_history (${HISTORY_COLUMNS})
-                      ${historyValues("c", "'cancelled'", "COALESCE(last_error, 'cancelled by an operator')")})
-                    SELECT id, pg_notify($10, '!cancel:' || id) FROM c`,
+                      ${historyValues("c", "'cancelled'", "COALESCE(last_error, 'cancelled by an operator')")}),
+                    workflow AS (${dependentsResolved(schema, "c", "'cancelled'")})
+                    SELECT id, CASE WHEN status = 'running' THEN pg_notify($10, '!cancel:' || id)::text END FROM c, workflow`,
       /**
        * Deletes the jobs of filter $1–$9 that are not running (a running job is cancelled first): finished ones
-       * from history, pending ones from the live table (their idempotency keys start their retention, as on
-       * any exit from the live table).
+       * from history, waiting and pending ones from the live table (their idempotency keys start their
+       * retention, as on any exit from the live table). A deleted live job counts as cancelled for its
+       * dependents (skipq_parents_finished); jobDeletedParentsResolve then settles what that leaves open.
+       * Returns each deleted job's id and whether it was live. Every deleted live job is announced on the done
+       * channel $10 ('!deleted:<id>', before the trigger's '<id>' of the same commit for a marked one), so a
+       * waiter can tell a deletion from a completion when completed history is off (neither leaves a row) —
+       * also enqueueAndWait's, whose job may be deleted before its wait marks it. Only waiting clients listen
+       * there, and a bulk action is at most BULK_MAX jobs.
        */
       jobBulkDelete: `WITH live AS (
-                      DELETE FROM ${schema}.jobs WHERE id IN (${bulkTargets(`${schema}.jobs`, "a.status = 'pending'")})
-                         AND status = 'pending' RETURNING id),
+                      DELETE FROM ${schema}.jobs
+                       WHERE id IN (${bulkTargets(`${schema}.jobs`, "a.status IN ('waiting', 'pending')")})
+                         AND status IN ('waiting', 'pending') RETURNING id),
                     finished AS (
-                      DELETE FROM ${schema}.job_history WHERE id IN (${bulkTargets(`${schema}.job_history`, "true")}) RETURNING id)
-                    SELECT id FROM live UNION ALL SELECT id FROM finished`,
+                      DELETE FROM ${schema}.job_history WHERE id IN (${bulkTargets(`${schema}.job_history`, "true")}) RETURNING id),
+                    workflow AS (${dependentsResolved(schema, "live", "'cancelled'")})
+                    SELECT id, true AS live, pg_notify($10, '!deleted:' || id)::text FROM live, workflow
+                    UNION ALL SELECT id, false, NULL FROM finished`,
+      /**
+       * After jobBulkDelete deleted live jobs $1, in its transaction: their dependents under "wait" are
+       * cancelled too (they waited for a retry by hand, and a deleted job cannot be retried), and their own
+       * dependents resolved; the dependents skipq_parents_finished cancelled get a reason naming the
+       * deletion instead of "was cancelled" (rows this transaction just wrote). Children are picked by their
+       * lowest deleted parent, like skipq_parents_finished's reasons.
+       */
+      jobDeletedParentsResolve: `WITH v AS (
+                      SELECT DISTINCT ON (e.child_id) e.child_id, e.parent_id
+                        FROM ${schema}.job_dependencies e
+                       WHERE e.parent_id = ANY ($1::bigint[]) AND NOT e.counted AND e.on_failure = 'wait'
+                       ORDER BY e.child_id, e.parent_id),
+                    gone AS (
+                      DELETE FROM ${schema}.jobs j USING v WHERE j.id = v.child_id AND j.status = 'waiting'
+                      RETURNING j.*, format('cancelled because parent job %s was deleted', v.parent_id) AS reason),
+                    kept AS (
+                      INSERT INTO ${schema}.job_history (${HISTORY_COLUMNS})
+                      ${historyValues("gone", "'cancelled'", "reason")}),
+                    counted AS (
+                      UPDATE ${schema}.job_dependencies e SET counted = true
+                       WHERE e.parent_id = ANY ($1::bigint[]) AND e.child_id IN (SELECT id FROM gone)),
+                    renamed AS (
+                      UPDATE ${schema}.job_history h
+                         SET last_error = format('cancelled because parent job %s was deleted', e.parent_id)
+                        FROM ${schema}.job_dependencies e
+                       WHERE e.parent_id = ANY ($1::bigint[]) AND e.on_failure = 'cancel' AND e.parent_status = 'cancelled'
+                         AND h.id = e.child_id AND h.status = 'cancelled'
+                         AND h.last_error = format('cancelled because parent job %s was cancelled', e.parent_id)
+                      RETURNING h.id),
+                    workflow AS (${dependentsResolved(schema, "gone", "'cancelled'")})
+                    SELECT (SELECT count(*) FROM gone)::int AS cancelled, (SELECT count(*) FROM renamed)::int AS renamed
+                      FROM workflow`,
       /** Scheduled pending jobs of filter $1–$9 run now; their queues' workers are woken ($10 the channel). */
       jobBulkRunNow: `WITH up AS (
                       UPDATE ${schema}.jobs SET run_at = now(), updated_at = now()

@@ -76,13 +76,20 @@ export function jobFeatureStatements(names: Schema) {
       /**
        * waitFor: marks live job $1 so the trigger of migration 0012 announces its finish on the done channel;
        * returns its status, or no row when it is not live (finished already, or never committed). A job
-       * already marked is not written again.
+       * already marked is not written again (an UPDATE locks only the rows its WHERE keeps).
+       *
+       * `held`: this mark locked a runnable pending job. A claim running meanwhile skipped it (SKIP LOCKED)
+       * and, woken by the job's enqueue, then slept a whole poll interval: waited-for jobs started up to one
+       * poll late (issue 24: 20-40 % of them, ~5 s with a 5 s poll). The waiter wakes the queue's workers
+       * again once the mark committed (the lock is gone then). The claim is left alone: it cannot tell a row
+       * it skipped from a row that is not there.
        */
       jobWaitMark: `WITH m AS (
-         UPDATE ${jobs} SET notify_on_finish = true WHERE id = $1 AND notify_on_finish IS NOT TRUE RETURNING status)
-       SELECT status FROM m
+         UPDATE ${jobs} SET notify_on_finish = true WHERE id = $1 AND notify_on_finish IS NOT TRUE
+         RETURNING status, queue, run_at)
+       SELECT status, queue, status = 'pending' AND run_at <= now() AS held FROM m
        UNION ALL
-       SELECT status FROM ${jobs} WHERE id = $1 AND notify_on_finish`,
+       SELECT status, queue, false FROM ${jobs} WHERE id = $1 AND notify_on_finish`,
 
       /** waitFor: the jobs of $1, live or finished, with what waiters resolve with. */
       jobWaitRead: `SELECT id, status, result, result IS NULL AS no_result, last_error

@@ -26,6 +26,14 @@ export function sagaStatements(names: Schema) {
          FROM ${sagas} WHERE id = $1`,
 
       /**
+       * sagaGet, locking the saga until the transaction ends: a transition that chooses the next compensation
+       * from the steps' states reads them under this lock, so a step marked as run meanwhile (an action that
+       * returned after its step was failed) is either seen by that choice or sees the transition's result.
+       */
+      sagaLock: `SELECT id, name, status, input, steps, current_step, current_job_id, error, created_at, updated_at
+         FROM ${sagas} WHERE id = $1 FOR UPDATE`,
+
+      /**
        * Move saga $1 from (status $2, step $3): merge $5 into step $4's entry, set
        * status $6, step $7, job $8, error $9. $10, when given, must be the current
        * job (the sweeper's guard). No row back = someone else moved it first.
