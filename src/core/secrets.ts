@@ -144,3 +144,23 @@ export function redactPrefix(
   for (const [s, e] of spans) if (s < end && e > end) end = e;
   return replaced(window, spans, end).slice(0, max);
 }
+
+/**
+ * A URL as it may be stored or logged: scheme://host[:port] and a redacted path and query, since webhook
+ * services (Slack, Discord, Teams) keep the credential in the path. User info is never shown.
+ */
+export function describeUrl(url: URL): string {
+  const bare = url.pathname === "/" && url.search === "" && url.hash === "";
+  return `${url.protocol}//${url.host}/${bare ? "" : REDACTED}`;
+}
+
+/**
+ * Every URL in `text` with its path and query redacted (see describeUrl), for error text written before
+ * sinks described their URLs. A scheme starts only where a run of scheme characters starts, so linear.
+ */
+export function redactUrlPaths(text: string): string {
+  return text.replace(
+    /(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*:\/\/[^\s/?#"'<>]+)[/?#][^\s"'<>]*/gi,
+    (_m, origin: string) => `${origin}/${REDACTED}`,
+  );
+}
