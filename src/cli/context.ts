@@ -1,7 +1,8 @@
 /**
  * What every command shares: configuration (flags first, then DATABASE_URL and
  * SKIPQ_SCHEMA, then defaults), a short-lived `Skipq` client with a small pool,
- * and output helpers (tables for people, stable JSON for scripts).
+ * and output helpers (tables for people, stable JSON for scripts; both show
+ * database text through terminal.ts, never raw).
  * Invariant: a command that reads or changes jobs checks the schema's migration
  * version first, so an unmigrated schema gets "run skipq migrate", never a
  * half-done write. It never migrates on its own (only `migrate` and `demo` do).
@@ -13,8 +14,10 @@ import { silentLogger } from "../core/logger.js";
 import { assertSchema } from "../core/validate.js";
 import { assertSchemaCurrent, currentVersion } from "../db/migrate.js";
 import { Admin } from "../ops/admin.js";
+import { displayJson } from "../ops/display.js";
 import { timestampText } from "../ops/timestamp.js";
 import { CliError, describeError, EXIT_FAILURE } from "./errors.js";
+import { terminalJson, terminalText } from "./terminal.js";
 
 export interface GlobalOptions {
   databaseUrl?: string;
@@ -112,19 +115,25 @@ export function asCliError(error: unknown, config: CliConfig): CliError {
   return new CliError(described.message, described.exitCode);
 }
 
-/** Prints a value as indented JSON on stdout (the stable `--json` format). */
+/**
+ * Prints a value as indented JSON on stdout (the stable `--json` format): of any depth (levels past
+ * MAX_DISPLAY_DEPTH become a marker string), and with no raw control character, so always valid JSON.
+ */
 export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  process.stdout.write(`${terminalJson(displayJson(value, { indent: 2 }))}\n`);
 }
 
-/** A plain table (no colours, so it reads the same in a terminal, a pipe or a log). */
+/**
+ * A plain table (no colours, so it reads the same in a terminal, a pipe or a log). Every cell is shown with
+ * its control characters, newlines included, as escapes: a cell stays one line and cannot move the cursor.
+ */
 export function table(head: string[], rows: Array<Array<string | number>>, align?: Array<"left" | "right">): string {
   const t = new Table({
     head,
     style: { head: [], border: [], compact: true },
     ...(align ? { colAligns: align } : {}),
   });
-  for (const row of rows) t.push(row);
+  for (const row of rows) t.push(row.map((cell) => terminalText(String(cell), { newlines: false })));
   return t.toString();
 }
 

@@ -1,13 +1,18 @@
 /**
  * `skipq job <id>`: everything about one job, its payload and full last
- * error included. An unknown id exits 1. Read-only.
+ * error included. An unknown id exits 1. Read-only. Error text (last_error
+ * and each attempt's) is redacted at display time, whoever wrote it; values
+ * of any shape and depth are printed (attempt_logs that is not a list as its
+ * JSON); nothing from the row reaches the terminal raw (terminal.ts).
  */
 import type { Command } from "commander";
 import type { JobRow } from "../../ops/adminTypes.js";
-import { attemptLogText } from "../../ops/attemptLogs.js";
+import { redactKeys } from "../../ops/dashboard/redact.js";
+import { attemptLogsText, displayError, displayJson } from "../../ops/display.js";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
+import { print } from "../terminal.js";
 
 /** The stable JSON shape of one job (docs/cli.md). */
 export function jobJson(job: JobRow) {
@@ -24,7 +29,7 @@ export function jobJson(job: JobRow) {
     lockedBy: job.locked_by,
     leaseExpiresAt: iso(job.lease_expires_at),
     idempotencyKey: job.idempotency_key,
-    lastError: job.last_error,
+    lastError: job.last_error === null ? null : displayError(job.last_error, job),
     errorFingerprint: job.error_fingerprint,
     completedAt: iso(job.completed_at),
     createdAt: iso(job.created_at),
@@ -36,10 +41,21 @@ export function jobJson(job: JobRow) {
     /** What the handler returned; null when nothing (docs/jobs.md). */
     result: job.result ?? null,
     progress: job.progress ?? null,
-    /** The ctx.log lines of the most recent attempts, oldest first. */
-    attemptLogs: job.attempt_logs ?? [],
+    /** The ctx.log lines of the most recent attempts, oldest first; each attempt's error redacted like lastError. */
+    attemptLogs: Array.isArray(job.attempt_logs)
+      ? job.attempt_logs.map((log: unknown) => attemptEntryShown(log, job))
+      : (job.attempt_logs ?? []),
   };
 }
+
+/** An attempt-log entry for --json: as stored, its error text redacted at display time. */
+function attemptEntryShown(log: unknown, job: JobRow): unknown {
+  if (log === null || typeof log !== "object" || Array.isArray(log)) return log;
+  const { error } = log as { error?: unknown };
+  return typeof error === "string" ? { ...log, error: displayError(error, job) } : log;
+}
+
+const keys = redactKeys();
 
 export function jobCommand(program: Command): void {
   program
@@ -70,17 +86,20 @@ Examples:
           printJson(data);
           return;
         }
-        const { payload, lastError, result, attemptLogs, ...fields } = data;
+        const { payload, lastError, result, attemptLogs: _logs, ...fields } = data;
         const rows = Object.entries(fields).map(([name, value]): [string, string] => [
           name,
-          value === null ? "-" : typeof value === "object" ? JSON.stringify(value) : String(value),
+          value === null ? "-" : typeof value === "object" ? displayJson(value) : String(value),
         ]);
-        process.stdout.write(`${table(["field", "value"], rows)}\n`);
-        process.stdout.write(`payload:\n${JSON.stringify(payload, null, 2)}\n`);
-        process.stdout.write(`result:\n${result === null ? "-" : JSON.stringify(result, null, 2)}\n`);
-        process.stdout.write(`last error:\n${lastError ?? "-"}\n`);
-        if (attemptLogs.length > 0)
-          process.stdout.write(`attempt logs:\n${attemptLogs.map(attemptLogText).join("\n")}\n`);
+        const logs = attemptLogsText(job.attempt_logs, {
+          keys: (value) => keys(value, { field: "logs", job }),
+          text: (text) => displayError(text, job),
+        });
+        print(`${table(["field", "value"], rows)}\n`);
+        print(`payload:\n${displayJson(payload, { indent: 2 })}\n`);
+        print(`result:\n${result === null ? "-" : displayJson(result, { indent: 2 })}\n`);
+        print(`last error:\n${lastError ?? "-"}\n`);
+        if (logs.length > 0) print(`attempt logs:\n${logs.join("\n")}\n`);
       });
     });
 }

@@ -7,7 +7,6 @@
 import type http from "node:http";
 import { ValidationError } from "../../core/errors.js";
 import {
-  type AttemptLog,
   JOB_STATUSES,
   type JobFilter,
   type JobRow,
@@ -16,7 +15,7 @@ import {
   STATS_RANGES,
   type StatsRange,
 } from "../adminTypes.js";
-import { attemptLogText } from "../attemptLogs.js";
+import { attemptLogsText, displayJson } from "../display.js";
 import type { LiveInterest } from "./live.js";
 import type { Redactor } from "./redact.js";
 import { FILTER_FIELDS, type JobsFilter } from "./views.js";
@@ -43,17 +42,12 @@ export function normaliseBase(basePath: string): string {
 }
 
 /**
- * A redacted value pretty-printed for the page. A payload inserted by plain SQL
- * can nest deeper than JSON.stringify (or a recursive redactor) can go: that
- * RangeError becomes a note on the page, never a 500 and never unredacted text.
+ * A redacted value pretty-printed for the page, at any depth: a value inserted by plain SQL can nest deeper
+ * than JSON.stringify can go, so it is printed iteratively and levels past MAX_DISPLAY_DEPTH become a note
+ * (never a 500, never unredacted text; the redactors copy iteratively too).
  */
-export function shownJson(redacted: () => unknown, field: "payload" | "headers" | "result", id: string): string {
-  try {
-    return JSON.stringify(redacted(), null, 2) ?? "null";
-  } catch (error) {
-    if (!(error instanceof RangeError)) throw error;
-    return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
-  }
+export function shownJson(redacted: () => unknown): string {
+  return displayJson(redacted(), { indent: 2 });
 }
 
 /** A limits form: an empty field removes that limit; numbers and the window are validated by Admin.setQueueLimits. */
@@ -135,19 +129,15 @@ export function interestOf(url: URL): LiveInterest {
   return { queues: topics.includes("queues"), workers: topics.includes("workers"), jobs };
 }
 
-/** A job's attempt logs as text, each line redacted like a payload and each error like last_error. */
+/** A job's attempt logs as text, of any shape: each line redacted like a payload, all text like last_error. */
 export function attemptLogsShown(
   job: JobRow,
   redact: Redactor,
   redactError: (text: string | null, job: JobRow) => string | null,
 ): string[] {
-  return (job.attempt_logs ?? []).map((log) => {
-    try {
-      const lines = redact(log.lines, { field: "logs", job }) as AttemptLog["lines"];
-      return attemptLogText({ ...log, lines, error: redactError(log.error, job) });
-    } catch {
-      return `attempt ${log.attempt}: (its log cannot be shown here; read attempt_logs with SQL)`;
-    }
+  return attemptLogsText(job.attempt_logs, {
+    keys: (value) => redact(value, { field: "logs", job }),
+    text: (text) => redactError(text, job) ?? "",
   });
 }
 
