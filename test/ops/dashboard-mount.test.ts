@@ -136,8 +136,9 @@ test("Hono on @hono/node-server: dashboard.fetch with the client's address", asy
   const app = new Hono<{ Bindings: { incoming: http.IncomingMessage } }>();
   const mount = (c: { req: { raw: Request }; env: { incoming: http.IncomingMessage } }) =>
     dashboard.fetch(c.req.raw, {
-      remoteAddress: c.env.incoming.socket.remoteAddress,
+      remoteAddress: c.env.incoming.socket.remoteAddress ?? "",
       localAddress: c.env.incoming.socket.localAddress,
+      localPort: c.env.incoming.socket.localPort,
     });
   app.all("/ops/skipq", mount);
   app.all("/ops/skipq/*", mount);
