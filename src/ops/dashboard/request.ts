@@ -174,12 +174,29 @@ export function safeHost(origin: string): string | undefined {
   }
 }
 
+/**
+ * A form body. When a framework's body parser already read the stream (express.urlencoded(), body-parser:
+ * the stream has ended, `req.body` holds what it parsed), that parsed body is used: waiting for the
+ * stream's events would wait forever. Otherwise the stream is read here, at most MAX_BODY bytes.
+ */
 export function readForm(req: http.IncomingMessage): Promise<URLSearchParams> {
   return new Promise((resolve, reject) => {
     const type = req.headers["content-type"] ?? "";
     if (!type.startsWith("application/x-www-form-urlencoded")) {
       reject(new HttpError(415, "send the form as application/x-www-form-urlencoded"));
       req.resume();
+      return;
+    }
+    const parsed = (req as { body?: unknown; _body?: unknown }).body;
+    if (req.readableEnded || (req as { _body?: unknown })._body === true) {
+      const form = parsedForm(parsed);
+      if (form) resolve(form);
+      else
+        reject(
+          new Error(
+            "the dashboard's form body was read by another middleware and not kept as req.body: mount the dashboard before body parsers, or use express.urlencoded()",
+          ),
+        );
       return;
     }
     if (req.destroyed) {
@@ -201,4 +218,17 @@ export function readForm(req: http.IncomingMessage): Promise<URLSearchParams> {
     req.on("end", () => resolve(new URLSearchParams(Buffer.concat(chunks).toString("utf8"))));
     req.on("error", reject);
   });
+}
+
+/** A body a framework parsed, as form fields: an object of strings (or arrays of them), or the raw text. */
+function parsedForm(body: unknown): URLSearchParams | undefined {
+  if (typeof body === "string") return new URLSearchParams(body);
+  if (Buffer.isBuffer(body)) return new URLSearchParams(body.toString("utf8"));
+  if (body === null || typeof body !== "object") return undefined;
+  const form = new URLSearchParams();
+  for (const [name, value] of Object.entries(body))
+    for (const one of Array.isArray(value) ? value : [value])
+      if (typeof one === "string" || typeof one === "number" || typeof one === "boolean")
+        form.append(name, String(one));
+  return form;
 }
