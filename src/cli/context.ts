@@ -125,7 +125,8 @@ export function printJson(value: unknown): void {
 
 /**
  * A plain table (no colours, so it reads the same in a terminal, a pipe or a log). Every cell is shown with
- * its control characters, newlines included, as escapes: a cell stays one line and cannot move the cursor.
+ * its control characters, newlines included, as escapes: a cell stays one line and cannot move the cursor;
+ * a cell longer than MAX_CELL_CHARS is cut (a 120 KB key took cli-table3 minutes to lay out).
  */
 export function table(head: string[], rows: Array<Array<string | number>>, align?: Array<"left" | "right">): string {
   const t = new Table({
@@ -133,8 +134,18 @@ export function table(head: string[], rows: Array<Array<string | number>>, align
     style: { head: [], border: [], compact: true },
     ...(align ? { colAligns: align } : {}),
   });
-  for (const row of rows) t.push(row.map((cell) => terminalText(String(cell), { newlines: false })));
+  for (const row of rows) t.push(row.map((cell) => terminalText(shortCell(String(cell)), { newlines: false })));
   return t.toString();
+}
+
+/** Longest cell text a table lays out: cli-table3's width code is quadratic on long cells of wide characters. */
+const MAX_CELL_CHARS = 500;
+
+/** A cell cut to MAX_CELL_CHARS (never inside a surrogate pair), saying how much is left out. */
+function shortCell(text: string): string {
+  if (text.length <= MAX_CELL_CHARS) return text;
+  const end = /[\uD800-\uDBFF]/.test(text[MAX_CELL_CHARS - 1] as string) ? MAX_CELL_CHARS - 1 : MAX_CELL_CHARS;
+  return `${text.slice(0, end)}… (${text.length - end} more characters; --json has all)`;
 }
 
 /** "12s", "4m 10s", "3h 2m", "5d 1h": a readable age from seconds. */

@@ -81,13 +81,21 @@ function rowSecrets(row: unknown): string[] {
 /**
  * Error text as a display shows it: secret-looking pairs and bearer tokens redacted whoever wrote it (the
  * worker's redactor only runs on what the TypeScript worker stores), and the row's own secret values when
- * the row is at hand. `cut` says the text was cut short by the database (a list's `left(last_error, 200)`):
- * then a credential the cut shortened below its usual length is still hidden.
+ * the row is at hand (its payload and headers are read once, here). `cut` says the text was cut short by
+ * the database (a list's `left(last_error, 200)`): then a credential the cut shortened below its usual
+ * length is still hidden.
  */
+export function errorRedactorFor(row?: unknown): (text: string, cut?: boolean) => string {
+  const secrets = rowSecrets(row);
+  return (text, cut = false) => {
+    const out = redactText(text, secrets);
+    return cut ? out.replace(/\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{1,7}$/i, `$1$2${REDACTED}`) : out;
+  };
+}
+
+/** One error text redacted for display (see errorRedactorFor). */
 export function displayError(text: string, row?: unknown, cut = false): string {
-  let out = redactText(text, rowSecrets(row));
-  if (cut) out = out.replace(/\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{1,7}$/i, `$1$2${REDACTED}`);
-  return out;
+  return errorRedactorFor(row)(text, cut);
 }
 
 /** Shows a value as text: a string as it is, anything else as its JSON. */

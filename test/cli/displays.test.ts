@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { DATABASE_URL, insertRawJob, type TestQueue, testQueue } from "../helpers.js";
-import { skipq } from "./run.js";
+import { skipq, start } from "./run.js";
 
 let t: TestQueue;
 let env: Record<string, string>;
@@ -112,4 +112,15 @@ test("skipq job prints a non-array attempt_logs, a deeply nested result and prog
   }
   expect((await skipq(["job", ids[0] as string], env)).stdout).toContain("not a list");
   expect((await skipq(["job", ids[2] as string], env)).stdout).toContain("nested too deeply to show");
+});
+
+test("skipq job lays out a 120 KB key of wide characters in seconds (the table took minutes: found by the display properties)", async () => {
+  const id = await insertRawJob(t, { locked_by: `\u{b3912}\u{aa42a}a${"w".repeat(120_000)}`, last_error: "x" });
+  const run = start(["job", id], env);
+  const timer = setTimeout(() => run.child.kill("SIGKILL"), 15_000);
+  const r = await run.exited;
+  clearTimeout(timer);
+  expect(r.signal, "killed after 15 s").toBeNull();
+  expect(r.code).toBe(0);
+  expect(r.stdout).toContain("more characters; --json has all");
 });

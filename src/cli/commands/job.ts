@@ -7,8 +7,8 @@
  */
 import type { Command } from "commander";
 import type { JobRow } from "../../ops/adminTypes.js";
-import { redactKeys } from "../../ops/dashboard/redact.js";
-import { attemptLogsText, displayError, displayJson } from "../../ops/display.js";
+import { defaultRedactor, redactKeys } from "../../ops/dashboard/redact.js";
+import { attemptLogsText, displayJson, errorRedactorFor } from "../../ops/display.js";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
@@ -29,7 +29,7 @@ export function jobJson(job: JobRow) {
     lockedBy: job.locked_by,
     leaseExpiresAt: iso(job.lease_expires_at),
     idempotencyKey: job.idempotency_key,
-    lastError: job.last_error === null ? null : displayError(job.last_error, job),
+    lastError: job.last_error === null ? null : errorRedactorFor(job)(job.last_error),
     errorFingerprint: job.error_fingerprint,
     completedAt: iso(job.completed_at),
     createdAt: iso(job.created_at),
@@ -41,18 +41,12 @@ export function jobJson(job: JobRow) {
     /** What the handler returned; null when nothing (docs/jobs.md). */
     result: job.result ?? null,
     progress: job.progress ?? null,
-    /** The ctx.log lines of the most recent attempts, oldest first; each attempt's error redacted like lastError. */
-    attemptLogs: Array.isArray(job.attempt_logs)
-      ? job.attempt_logs.map((log: unknown) => attemptEntryShown(log, job))
-      : (job.attempt_logs ?? []),
+    /**
+     * The ctx.log lines of the most recent attempts, oldest first, as stored (any shape), with values under
+     * secret-looking keys hidden and every text redacted like lastError.
+     */
+    attemptLogs: defaultRedactor(job.attempt_logs ?? [], { field: "logs", job }),
   };
-}
-
-/** An attempt-log entry for --json: as stored, its error text redacted at display time. */
-function attemptEntryShown(log: unknown, job: JobRow): unknown {
-  if (log === null || typeof log !== "object" || Array.isArray(log)) return log;
-  const { error } = log as { error?: unknown };
-  return typeof error === "string" ? { ...log, error: displayError(error, job) } : log;
 }
 
 const keys = redactKeys();
@@ -93,7 +87,7 @@ Examples:
         ]);
         const logs = attemptLogsText(job.attempt_logs, {
           keys: (value) => keys(value, { field: "logs", job }),
-          text: (text) => displayError(text, job),
+          text: errorRedactorFor(job),
         });
         print(`${table(["field", "value"], rows)}\n`);
         print(`payload:\n${displayJson(payload, { indent: 2 })}\n`);

@@ -19,7 +19,7 @@ export interface RedactTarget {
 export type Redactor = (value: unknown, target: RedactTarget) => unknown;
 
 import { REDACTED, SECRET_KEY_PATTERN } from "../../core/secrets.js";
-import { displayError } from "../display.js";
+import { errorRedactorFor } from "../display.js";
 
 export { REDACTED, SECRET_KEY_PATTERN };
 
@@ -72,13 +72,13 @@ function copyRedacted(pattern: RegExp, text?: (s: string) => string): Redactor {
 }
 
 const keysOnly = redactKeys();
-const keysAndText = copyRedacted(SECRET_KEY_PATTERN, (s) => displayError(s));
 
 /**
  * The default: values under secret-looking keys, at any depth; in an error, secret-looking pairs, bearer
  * tokens and (on a job's page) the job's own secret values; in log lines, both.
  */
 export const defaultRedactor: Redactor = (value, target) => {
-  if (target.field === "error") return typeof value === "string" ? displayError(value, target.job) : value;
-  return target.field === "logs" ? keysAndText(value, target) : keysOnly(value, target);
+  if (target.field === "error") return typeof value === "string" ? errorRedactorFor(target.job)(value) : value;
+  if (target.field !== "logs") return keysOnly(value, target);
+  return copyRedacted(SECRET_KEY_PATTERN, errorRedactorFor(target.job))(value, target);
 };
