@@ -156,3 +156,37 @@ export function gate(): { promise: Promise<void>; open: () => void } {
   });
   return { promise, open };
 }
+
+/**
+ * A job row written by plain SQL, as a protocol worker, `skipq_complete` or a psql session would: `columns`
+ * (text values cast by PostgreSQL, jsonb included) over defaults; a dead row of job_history with `history`.
+ * Returns its id.
+ */
+export async function insertRawJob(
+  t: TestQueue,
+  columns: Record<string, string | null>,
+  options: { history?: boolean } = {},
+): Promise<string> {
+  const row: Record<string, string | null> = options.history
+    ? {
+        queue: "default",
+        kind: "sql-written",
+        payload: "{}",
+        status: "dead",
+        priority: "0",
+        attempts: "1",
+        max_attempts: "1",
+        ...columns,
+      }
+    : { kind: "sql-written", ...columns };
+  const names = Object.keys(row);
+  const id = options.history ? `nextval(pg_get_serial_sequence('"${t.schema}".jobs', 'id')), ` : "";
+  const times = options.history ? "now(), now(), now(), " : "";
+  const { rows } = await t.db.query(
+    `INSERT INTO "${t.schema}".${options.history ? "job_history" : "jobs"}
+       (${options.history ? "id, run_at, created_at, finished_at, " : ""}${names.join(", ")})
+     VALUES (${id}${times}${names.map((_, i) => `$${i + 1}`).join(", ")}) RETURNING id`,
+    Object.values(row),
+  );
+  return String(rows[0].id);
+}

@@ -1,7 +1,8 @@
 /**
  * What every command shares: configuration (flags first, then DATABASE_URL and
  * SKIPQ_SCHEMA, then defaults), a short-lived `Skipq` client with a small pool,
- * and output helpers (tables for people, stable JSON for scripts).
+ * and output helpers (tables for people, stable JSON for scripts; both show
+ * database text through terminal.ts, never raw).
  * Invariant: a command that reads or changes jobs checks the schema's migration
  * version first, so an unmigrated schema gets "run skipq migrate", never a
  * half-done write. It never migrates on its own (only `migrate` and `demo` do).
@@ -13,8 +14,10 @@ import { silentLogger } from "../core/logger.js";
 import { assertSchema } from "../core/validate.js";
 import { assertSchemaCurrent, currentVersion } from "../db/migrate.js";
 import { Admin } from "../ops/admin.js";
+import { displayJson } from "../ops/display.js";
 import { timestampText } from "../ops/timestamp.js";
 import { CliError, describeError, EXIT_FAILURE } from "./errors.js";
+import { terminalJson, terminalText } from "./terminal.js";
 
 export interface GlobalOptions {
   databaseUrl?: string;
@@ -112,20 +115,37 @@ export function asCliError(error: unknown, config: CliConfig): CliError {
   return new CliError(described.message, described.exitCode);
 }
 
-/** Prints a value as indented JSON on stdout (the stable `--json` format). */
+/**
+ * Prints a value as indented JSON on stdout (the stable `--json` format): of any depth (levels past
+ * MAX_DISPLAY_DEPTH become a marker string), and with no raw control character, so always valid JSON.
+ */
 export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  process.stdout.write(`${terminalJson(displayJson(value, { indent: 2 }))}\n`);
 }
 
-/** A plain table (no colours, so it reads the same in a terminal, a pipe or a log). */
+/**
+ * A plain table (no colours, so it reads the same in a terminal, a pipe or a log). Every cell is shown with
+ * its control characters, newlines included, as escapes: a cell stays one line and cannot move the cursor;
+ * a cell longer than MAX_CELL_CHARS is cut (a 120 KB key took cli-table3 minutes to lay out).
+ */
 export function table(head: string[], rows: Array<Array<string | number>>, align?: Array<"left" | "right">): string {
   const t = new Table({
     head,
     style: { head: [], border: [], compact: true },
     ...(align ? { colAligns: align } : {}),
   });
-  for (const row of rows) t.push(row);
+  for (const row of rows) t.push(row.map((cell) => terminalText(shortCell(String(cell)), { newlines: false })));
   return t.toString();
+}
+
+/** Longest cell text a table lays out: cli-table3's width code is quadratic on long cells of wide characters. */
+const MAX_CELL_CHARS = 500;
+
+/** A cell cut to MAX_CELL_CHARS (never inside a surrogate pair), saying how much is left out. */
+function shortCell(text: string): string {
+  if (text.length <= MAX_CELL_CHARS) return text;
+  const end = /[\uD800-\uDBFF]/.test(text[MAX_CELL_CHARS - 1] as string) ? MAX_CELL_CHARS - 1 : MAX_CELL_CHARS;
+  return `${text.slice(0, end)}… (${text.length - end} more characters; --json has all)`;
 }
 
 /** "12s", "4m 10s", "3h 2m", "5d 1h": a readable age from seconds. */

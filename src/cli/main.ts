@@ -28,6 +28,7 @@ import { sagaCommand } from "./commands/saga.js";
 import { statsCommand } from "./commands/stats.js";
 import { workerCommand } from "./commands/worker.js";
 import { describeError, EXIT_USAGE } from "./errors.js";
+import { printError, terminalText } from "./terminal.js";
 
 /** Adds one command (with its options, help and action) to the program. */
 export type CliCommand = (program: Command) => void;
@@ -119,7 +120,7 @@ export async function main(argv: string[] = process.argv): Promise<number> {
     }
     const { message, exitCode } = describeError(error);
     // One line, whatever the message quotes (a bad --payload may hold newlines): escape them.
-    process.stderr.write(`skipq: ${message.replace(/\r?\n/g, "\\n")}\n`);
+    printError(`skipq: ${terminalText(message.replace(/\r?\n/g, "\\n"), { newlines: false })}\n`);
     return exitCode;
   }
 }

@@ -7,11 +7,12 @@
  * Invariants: at most `maxLines` lines per attempt are kept (the rest are
  * counted as dropped) and each is at most MAX_LINE_CHARS of JSON; every string
  * in a line passes the worker's error redactor and values under secret-looking
- * keys are hidden, so a line never stores what last_error would not; logging
- * never throws into the handler.
+ * keys are hidden, so a line never stores what last_error would not; a line
+ * is cut before it is redacted (a huge string costs what a short one does, and
+ * a secret across the cut goes whole); logging never throws into the handler.
  */
 import { childLogger, type Logger } from "../core/logger.js";
-import { type ErrorRedactor, REDACTED, SECRET_KEY_PATTERN } from "../core/secrets.js";
+import { type ErrorRedactor, REDACTED, redactPrefix, SECRET_KEY_PATTERN } from "../core/secrets.js";
 import type { AttemptLines, Job } from "./types.js";
 
 /** Longest line kept, as JSON; a longer one keeps its level and the start of its message. */
@@ -55,6 +56,9 @@ export function attemptLogger(
   return { debug: method("debug"), info: method("info"), warn: method("warn"), error: method("error") };
 }
 
+/** Thrown from the serializer once a line is certain to exceed MAX_LINE_CHARS: nothing more is redacted. */
+const TOO_LONG = new Error("line too long");
+
 function line(
   level: string,
   obj: Record<string, unknown>,
@@ -62,19 +66,33 @@ function line(
   job: Job,
   redact: ErrorRedactor,
 ): Record<string, unknown> {
+  // What the line's JSON will hold at least: keys and raw strings. Past MAX_LINE_CHARS the line is cut to
+  // its message, so no string is redacted (and no huge one scanned) once the budget is spent.
+  let budget = MAX_LINE_CHARS;
   const hidden = (key: string, value: unknown): unknown => {
+    budget -= key.length;
+    if (budget < 0) throw TOO_LONG;
     if (key !== "" && SECRET_KEY_PATTERN.test(key)) return REDACTED;
-    if (value instanceof Error) return { message: redact(value.message, job), name: value.name };
-    if (typeof value === "string") return redact(value, job);
+    if (value instanceof Error) return { message: value.message, name: value.name };
+    if (typeof value === "string") {
+      budget -= value.length;
+      if (budget < 0) throw TOO_LONG;
+      return redact(value, job);
+    }
     if (typeof value === "bigint") return value.toString();
     return value;
   };
   const fixed = { at: new Date().toISOString(), level, msg: msg === undefined ? "" : msg };
-  // at, level and msg first, and never overwritten by a field of the same name.
-  const text = JSON.stringify(Object.assign({ ...fixed }, obj, fixed), hidden);
-  if (text.length <= MAX_LINE_CHARS) return JSON.parse(text) as Record<string, unknown>;
-  const short = redact(msg ?? "", job).slice(0, MAX_LINE_CHARS / 2);
-  return { at: new Date().toISOString(), level, msg: short, truncated: true };
+  try {
+    // at, level and msg first, and never overwritten by a field of the same name.
+    const text = JSON.stringify(Object.assign({ ...fixed }, obj, fixed), hidden);
+    if (text.length <= MAX_LINE_CHARS) return JSON.parse(text) as Record<string, unknown>;
+  } catch (error) {
+    if (error !== TOO_LONG) throw error;
+  }
+  // Cut before redacting: only the kept start of the message is read, and a secret across the cut goes whole.
+  const short = redactPrefix(redact, msg ?? "", job, MAX_LINE_CHARS / 2);
+  return { at: fixed.at, level, msg: short, truncated: true };
 }
 
 /** What an outcome is called in an attempt's log. */

@@ -49,3 +49,43 @@ test("a worker stores a failing job's error with the job's secrets redacted; red
     await t.cleanup();
   }
 });
+
+/**
+ * How long one synchronous call holds the event loop, in ms: the fastest of three runs (noise only ever
+ * adds), stopping after a run ten times over `limit` (a regression need not be timed three times).
+ */
+function blocks(call: () => unknown, limit: number): number {
+  let fastest = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < 3 && fastest >= limit; i++) {
+    const start = performance.now();
+    call();
+    const took = performance.now() - start;
+    fastest = Math.min(fastest, took);
+    if (took > 10 * limit) break;
+  }
+  return fastest;
+}
+
+/** Texts that made the key/value pattern backtrack over the rest of the input at every key word. */
+const ADVERSARIAL = ["token", "secret_", "api-key", "password ", "bearer ", "a=", "x", "tok en=", '"password":'];
+const repeated = (unit: string, chars: number) => unit.repeat(Math.ceil(chars / unit.length)).slice(0, chars);
+
+test("redacting 112 KB of adversarial text blocks the event loop for at most 250 ms (the quadratic pattern took 6-20 s)", () => {
+  const job = { payload: { apiKey: "sk-live-123456" }, headers: {} };
+  for (const unit of ADVERSARIAL) {
+    const text = repeated(unit, 112 * 1024);
+    expect(
+      blocks(() => defaultErrorRedactor(text, job), 250),
+      unit,
+    ).toBeLessThan(250);
+  }
+});
+
+test("a key word inside a longer key, a pair after a pair and a pwd key are still redacted", () => {
+  const out = defaultErrorRedactor("x_api_key=abc123 foo=password=hunter22 pwd=p4ss my_secretXYZ=zz", {
+    payload: {},
+    headers: {},
+  });
+  expect(out).not.toMatch(/abc123|hunter22|p4ss|=zz/);
+  expect(out).toContain("x_api_key=[redacted]");
+});

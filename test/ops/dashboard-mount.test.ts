@@ -112,6 +112,34 @@ test("Express: app.use(basePath, dashboard.handle)", async () => {
   }
 });
 
+test("Express with express.urlencoded() mounted before the dashboard: every POST, sign-in included, uses the body it parsed", async () => {
+  for (const extended of [false, true]) {
+    const app = express();
+    app.use(express.urlencoded({ extended }));
+    app.use("/ops/skipq", dashboard.handle);
+    app.get("/health", (_req, res) => {
+      res.send("framework route");
+    });
+    const server = app.listen(0, "127.0.0.1");
+    try {
+      const origin = await listening(server);
+      // The body stream was read by the parser: a sign-in that waited for it would hang, so give it 5 s.
+      const signIn = await fetch(`${origin}/ops/skipq/login`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", origin },
+        body: new URLSearchParams({ token: TOKEN, next: "/ops/skipq/jobs" }).toString(),
+        redirect: "manual",
+        signal: AbortSignal.timeout(5000),
+      });
+      expect(signIn.status, `extended: ${extended}`).toBe(303);
+      await walk(origin, "/health");
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  }
+});
+
 test("Fastify: a hijacked route handing request.raw and reply.raw to dashboard.handle", async () => {
   const app = Fastify();
   // Leave form bodies unread: the dashboard reads them itself.
@@ -136,8 +164,9 @@ test("Hono on @hono/node-server: dashboard.fetch with the client's address", asy
   const app = new Hono<{ Bindings: { incoming: http.IncomingMessage } }>();
   const mount = (c: { req: { raw: Request }; env: { incoming: http.IncomingMessage } }) =>
     dashboard.fetch(c.req.raw, {
-      remoteAddress: c.env.incoming.socket.remoteAddress,
+      remoteAddress: c.env.incoming.socket.remoteAddress ?? "",
       localAddress: c.env.incoming.socket.localAddress,
+      localPort: c.env.incoming.socket.localPort,
     });
   app.all("/ops/skipq", mount);
   app.all("/ops/skipq/*", mount);

@@ -9,8 +9,8 @@ import { once } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { Outbox, type OutboxEvent, ValidationError, webhookSink } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { createDashboard, Outbox, type OutboxEvent, Skipq, ValidationError, webhookSink } from "../../src/index.js";
+import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
 import { SECRET, webhookServer } from "./helpers.js";
 
 let t: TestQueue;
@@ -136,4 +136,81 @@ test("only http and https URLs are accepted", async () => {
   expect(() => webhookSink({ url: "file:///etc/passwd", secret: SECRET })).toThrow(/http or https/);
   const sink = webhookSink({ url: () => "ftp://example.com/", secret: SECRET });
   await expect(sink.deliver(event, new AbortController().signal)).rejects.toThrow(/http or https/);
+});
+
+test("a webhook URL's path (where Slack, Discord and Teams keep the token) is never stored, logged or shown", async () => {
+  const TOKEN_PATH = "/services/T0TEAM/B0HOOK/XyZsecretWebhookToken";
+  const answering = (status: number, location?: string) =>
+    http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(status, location ? { location } : {}).end();
+    });
+  const logged: unknown[] = [];
+  const logger = { debug() {}, info() {}, warn: (obj: unknown, msg: string) => logged.push(obj, msg), error() {} };
+  const skipq = new Skipq({ connectionString: DATABASE_URL, schema: t.schema, logger });
+  const servers = [answering(500), answering(302, `https://elsewhere.example${TOKEN_PATH}?sig=1`)];
+  const dashboard = createDashboard({
+    skipq,
+    auth: { token: "admin-token-0123456789", viewer: { token: "viewer-token-0123456789" } },
+    env: {},
+  });
+  try {
+    const urls: string[] = [];
+    for (const server of servers) {
+      server.listen(0, "127.0.0.1");
+      await once(server, "listening");
+      urls.push(`http://127.0.0.1:${(server.address() as AddressInfo).port}${TOKEN_PATH}?token=qs-secret`);
+    }
+    // And a url function that returns no URL at all: its text is described, never quoted.
+    urls.push(`not a url ${TOKEN_PATH}`);
+    const outbox = new Outbox(skipq);
+    for (const [i, url] of urls.entries()) {
+      await t.db.query(`DELETE FROM "${t.schema}".outbox`);
+      await outbox.publish(skipq.pool, "orders.created", `order-${i}`, { n: 1 });
+      const relay = outbox.relay({ sink: webhookSink({ url: () => url, secret: SECRET }) });
+      await relay.runOnce();
+      await relay.stop();
+      const { rows } = await t.db.query(`SELECT last_error FROM "${t.schema}".outbox`);
+      expect(rows[0].last_error, url).toBeTruthy();
+      expect(rows[0].last_error, url).not.toMatch(/XyZsecretWebhookToken|qs-secret|T0TEAM/);
+      const page = await dashboard.fetch(
+        new Request("http://127.0.0.1/outbox", {
+          headers: { authorization: "Bearer viewer-token-0123456789" },
+        }),
+        { remoteAddress: "127.0.0.1" },
+      );
+      expect(page.status).toBe(200);
+      expect(await page.text()).not.toMatch(/XyZsecretWebhookToken|qs-secret|T0TEAM/);
+    }
+    expect(logged.length).toBeGreaterThan(0);
+    const log = JSON.stringify(logged, (_k, v) => (v instanceof Error ? { message: v.message, stack: v.stack } : v));
+    expect(log).not.toMatch(/XyZsecretWebhookToken|qs-secret|T0TEAM/);
+    expect(log).toContain("http://127.0.0.1:");
+  } finally {
+    await dashboard.close();
+    for (const server of servers) server.close();
+    await skipq.close();
+  }
+});
+
+test("an outbox error stored before webhook URLs were described shows no path on the outbox page", async () => {
+  await t.db.query(`DELETE FROM "${t.schema}".outbox`);
+  await new Outbox(t.skipq).publish(t.skipq.pool, "orders.created", "old-1", { n: 1 });
+  await t.db.query(
+    `UPDATE "${t.schema}".outbox SET attempts = 1, last_error = 'Error: webhook https://hooks.slack.com/services/T0/B0/OldStoredToken answered 500'`,
+  );
+  const dashboard = createDashboard({ skipq: t.skipq, auth: { token: "admin-token-0123456789" }, env: {} });
+  try {
+    const page = await dashboard.fetch(
+      new Request("http://127.0.0.1/outbox", {
+        headers: { authorization: "Bearer admin-token-0123456789" },
+      }),
+      { remoteAddress: "127.0.0.1" },
+    );
+    const text = await page.text();
+    expect(text).toContain("https://hooks.slack.com/");
+    expect(text).not.toContain("OldStoredToken");
+  } finally {
+    await dashboard.close();
+  }
 });

@@ -6,6 +6,7 @@
 import type { Command } from "commander";
 import { printJson, withSession } from "../context.js";
 import { parseId } from "../parse.js";
+import { print } from "../terminal.js";
 
 export function cancelCommand(program: Command): void {
   program
@@ -24,7 +25,7 @@ Example:
       await withSession(command, async ({ admin }) => {
         await admin.cancelJob(id);
         if (options.json) printJson({ cancelled: id });
-        else process.stdout.write(`job ${id} cancelled\n`);
+        else print(`job ${id} cancelled\n`);
       });
     });
 }

@@ -7,6 +7,7 @@
 import type { Command } from "commander";
 import { iso, printJson, table, withSession } from "../context.js";
 import { parseName } from "../parse.js";
+import { print } from "../terminal.js";
 
 export function cronCommand(program: Command): void {
   const cron = program
@@ -41,9 +42,9 @@ Examples:
             })),
           });
         } else if (schedules.length === 0) {
-          process.stdout.write("no cron schedules: declare them in code with new Scheduler(skipq).add(...)\n");
+          print("no cron schedules: declare them in code with new Scheduler(skipq).add(...)\n");
         } else {
-          process.stdout.write(
+          print(
             `${table(
               ["name", "expression", "time zone", "queue", "kind", "last tick", "next tick"],
               schedules.map((s) => [
@@ -68,7 +69,7 @@ Examples:
       parseName("kind", name);
       await withSession(command, async ({ admin }) => {
         const removed = await admin.removeCronSchedule(name);
-        process.stdout.write(removed ? `cron schedule ${name} removed\n` : `no cron schedule named ${name}\n`);
+        print(removed ? `cron schedule ${name} removed\n` : `no cron schedule named ${name}\n`);
       });
     });
 }

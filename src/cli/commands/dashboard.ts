@@ -16,6 +16,7 @@ import { startDashboard } from "../../ops/dashboard/server.js";
 import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseInteger } from "../parse.js";
+import { printError } from "../terminal.js";
 
 interface DashboardFlags {
   port: string;
@@ -46,7 +47,7 @@ function readSecret(file: string): string {
 }
 
 function log(line: string): void {
-  process.stderr.write(`skipq dashboard: ${line}\n`);
+  printError(`skipq dashboard: ${line}\n`);
 }
 
 export function dashboardCommand(program: Command): void {

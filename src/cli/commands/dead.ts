@@ -2,11 +2,14 @@
  * `skipq dead`: dead jobs grouped by error fingerprint (kind plus the error's
  * first line with numbers and ids masked), most frequent first, so one bad
  * deploy shows as one row, not ten thousand. Read-only; act on a group with
- * `skipq retry --dead --fingerprint <hex>`.
+ * `skipq retry --dead --fingerprint <hex>`. The example error is redacted at
+ * display time, whoever wrote it.
  */
 import type { Command } from "commander";
+import { displayError } from "../../ops/display.js";
 import { firstLine, iso, printJson, table, withSession } from "../context.js";
 import { parseInteger, parseName } from "../parse.js";
+import { print } from "../terminal.js";
 
 export function deadCommand(program: Command): void {
   program
@@ -39,13 +42,13 @@ Examples:
               count: g.count,
               lastSeen: iso(g.last_seen),
               exampleId: g.example_id,
-              exampleError: g.example_error,
+              exampleError: g.example_error === null ? null : displayError(g.example_error),
             })),
           });
         } else if (groups.length === 0) {
-          process.stdout.write("no dead jobs\n");
+          print("no dead jobs\n");
         } else {
-          process.stdout.write(
+          print(
             `${table(
               ["jobs", "queue", "kind", "fingerprint", "last seen", "example", "error"],
               groups.map((g) => [
@@ -55,7 +58,7 @@ Examples:
                 g.fingerprint ?? "-",
                 iso(g.last_seen) ?? "",
                 g.example_id,
-                firstLine(g.example_error, 50),
+                firstLine(g.example_error === null ? null : displayError(g.example_error), 50),
               ]),
             )}\n`,
           );

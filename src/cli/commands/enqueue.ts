@@ -9,6 +9,7 @@ import type { EnqueueOptions } from "../../core/client.js";
 import { printJson, withSession } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseDate, parseDuration, parseId, parseInteger, parseJson, parseName } from "../parse.js";
+import { print, printError } from "../terminal.js";
 
 interface EnqueueFlags {
   payload: string;
@@ -104,9 +105,9 @@ Examples:
           printJson({ id: result.id, created: result.created });
           return;
         }
-        process.stdout.write(`${result.id}\n`);
+        print(`${result.id}\n`);
         if (!result.created) {
-          process.stderr.write(
+          printError(
             `skipq: job ${result.id} already exists with idempotency key ${JSON.stringify(options.idempotencyKey)} in queue "${options.queue ?? "default"}"; nothing was added\n`,
           );
         }

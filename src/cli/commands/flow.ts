@@ -5,14 +5,16 @@
  */
 import type { Command } from "commander";
 import type { FlowNode } from "../../ops/adminTypes.js";
+import { displayJson } from "../../ops/display.js";
 import { printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
+import { print } from "../terminal.js";
 
 /** A result as one table cell: its JSON, cut to 60 characters. */
 function shown(result: unknown): string {
   if (result === null || result === undefined) return "-";
-  const text = JSON.stringify(result);
+  const text = displayJson(result);
   return text.length > 60 ? `${text.slice(0, 59)}…` : text;
 }
 
@@ -57,7 +59,7 @@ Examples:
           row("this job", flow.job),
           ...flow.children.map((n) => row("child", n)),
         ];
-        process.stdout.write(`${table(["", "id", "kind", "status", "result"], rows)}\n`);
+        print(`${table(["", "id", "kind", "status", "result"], rows)}\n`);
       });
     });
 }

@@ -1,13 +1,18 @@
 /**
  * `skipq job <id>`: everything about one job, its payload and full last
- * error included. An unknown id exits 1. Read-only.
+ * error included. An unknown id exits 1. Read-only. Error text (last_error
+ * and each attempt's) is redacted at display time, whoever wrote it; values
+ * of any shape and depth are printed (attempt_logs that is not a list as its
+ * JSON); nothing from the row reaches the terminal raw (terminal.ts).
  */
 import type { Command } from "commander";
 import type { JobRow } from "../../ops/adminTypes.js";
-import { attemptLogText } from "../../ops/attemptLogs.js";
+import { defaultRedactor, redactKeys } from "../../ops/dashboard/redact.js";
+import { attemptLogsText, displayJson, errorRedactorFor } from "../../ops/display.js";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
+import { print } from "../terminal.js";
 
 /** The stable JSON shape of one job (docs/cli.md). */
 export function jobJson(job: JobRow) {
@@ -24,7 +29,7 @@ export function jobJson(job: JobRow) {
     lockedBy: job.locked_by,
     leaseExpiresAt: iso(job.lease_expires_at),
     idempotencyKey: job.idempotency_key,
-    lastError: job.last_error,
+    lastError: job.last_error === null ? null : errorRedactorFor(job)(job.last_error),
     errorFingerprint: job.error_fingerprint,
     completedAt: iso(job.completed_at),
     createdAt: iso(job.created_at),
@@ -36,10 +41,15 @@ export function jobJson(job: JobRow) {
     /** What the handler returned; null when nothing (docs/jobs.md). */
     result: job.result ?? null,
     progress: job.progress ?? null,
-    /** The ctx.log lines of the most recent attempts, oldest first. */
-    attemptLogs: job.attempt_logs ?? [],
+    /**
+     * The ctx.log lines of the most recent attempts, oldest first, as stored (any shape), with values under
+     * secret-looking keys hidden and every text redacted like lastError.
+     */
+    attemptLogs: defaultRedactor(job.attempt_logs ?? [], { field: "logs", job }),
   };
 }
+
+const keys = redactKeys();
 
 export function jobCommand(program: Command): void {
   program
@@ -70,17 +80,20 @@ Examples:
           printJson(data);
           return;
         }
-        const { payload, lastError, result, attemptLogs, ...fields } = data;
+        const { payload, lastError, result, attemptLogs: _logs, ...fields } = data;
         const rows = Object.entries(fields).map(([name, value]): [string, string] => [
           name,
-          value === null ? "-" : typeof value === "object" ? JSON.stringify(value) : String(value),
+          value === null ? "-" : typeof value === "object" ? displayJson(value) : String(value),
         ]);
-        process.stdout.write(`${table(["field", "value"], rows)}\n`);
-        process.stdout.write(`payload:\n${JSON.stringify(payload, null, 2)}\n`);
-        process.stdout.write(`result:\n${result === null ? "-" : JSON.stringify(result, null, 2)}\n`);
-        process.stdout.write(`last error:\n${lastError ?? "-"}\n`);
-        if (attemptLogs.length > 0)
-          process.stdout.write(`attempt logs:\n${attemptLogs.map(attemptLogText).join("\n")}\n`);
+        const logs = attemptLogsText(job.attempt_logs, {
+          keys: (value) => keys(value, { field: "logs", job }),
+          text: errorRedactorFor(job),
+        });
+        print(`${table(["field", "value"], rows)}\n`);
+        print(`payload:\n${displayJson(payload, { indent: 2 })}\n`);
+        print(`result:\n${result === null ? "-" : displayJson(result, { indent: 2 })}\n`);
+        print(`last error:\n${lastError ?? "-"}\n`);
+        if (logs.length > 0) print(`attempt logs:\n${logs.join("\n")}\n`);
       });
     });
 }

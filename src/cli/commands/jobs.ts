@@ -1,13 +1,16 @@
 /**
  * `skipq jobs`: lists jobs newest first, filtered by status, queue and kind.
- * Read-only; never selects whole payloads (only their size).
+ * Read-only; never selects whole payloads (only their size). Errors are
+ * redacted at display time, whoever wrote them.
  */
 import type { Command } from "commander";
 import { closest } from "../../core/errors.js";
 import { JOB_STATUSES, type JobStatus } from "../../ops/adminTypes.js";
+import { displayError } from "../../ops/display.js";
 import { firstLine, iso, printJson, table, withSession } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseId, parseInteger, parseName } from "../parse.js";
+import { print } from "../terminal.js";
 
 interface JobsFlags {
   status?: string;
@@ -17,6 +20,12 @@ interface JobsFlags {
   before?: string;
   json?: boolean;
 }
+
+/** A listed error (the first 200 characters, cut by the listing's SQL), redacted at display time. */
+function shownError(text: string | null): string | null {
+  return text === null ? null : displayError(text, undefined, text.length >= LISTED_ERROR_CHARS);
+}
+const LISTED_ERROR_CHARS = 200;
 
 export function parseStatus(text: string): JobStatus {
   if ((JOB_STATUSES as readonly string[]).includes(text)) return text as JobStatus;
@@ -71,17 +80,17 @@ Examples:
               lockedBy: j.locked_by,
               createdAt: iso(j.created_at),
               updatedAt: iso(j.updated_at),
-              lastError: j.last_error,
+              lastError: shownError(j.last_error),
               payloadBytes: Number(j.payload_bytes),
             })),
           });
           return;
         }
         if (jobs.length === 0) {
-          process.stdout.write("no jobs match\n");
+          print("no jobs match\n");
           return;
         }
-        process.stdout.write(
+        print(
           `${table(
             ["id", "queue", "kind", "status", "prio", "attempts", "run at", "last error"],
             jobs.map((j) => [
@@ -92,12 +101,12 @@ Examples:
               j.priority,
               `${j.attempts}/${j.max_attempts}`,
               iso(j.run_at) ?? "",
-              firstLine(j.last_error, 50),
+              firstLine(shownError(j.last_error), 50),
             ]),
           )}\n`,
         );
         if (jobs.length === limit) {
-          process.stdout.write(`showing ${limit}; older ones: --before ${jobs.at(-1)?.id}\n`);
+          print(`showing ${limit}; older ones: --before ${jobs.at(-1)?.id}\n`);
         }
       });
     });

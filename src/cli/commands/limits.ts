@@ -7,6 +7,7 @@ import type { Command } from "commander";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseDuration, parseInteger, parseName } from "../parse.js";
+import { print } from "../terminal.js";
 
 interface SetFlags {
   concurrency?: string;
@@ -63,7 +64,7 @@ Examples:
       };
       await withSession(command, async ({ admin }) => {
         await admin.setQueueLimits(queue, settings);
-        process.stdout.write(`limits of ${queue} set\n`);
+        print(`limits of ${queue} set\n`);
       });
     });
   limits
@@ -87,13 +88,12 @@ Examples:
           q.keyConcurrency ?? "-",
           q.rate ? `${q.rate.limit}/${q.rate.window}ms${q.rate.perKey ? " per key" : ""}` : "-",
         ]);
-        process.stdout.write(
+        print(
           rows.length === 0
             ? "no queue has limits\n"
             : `${table(["queue", "paused", "concurrency", "per key", "rate"], rows)}\n`,
         );
-        for (const k of keys)
-          process.stdout.write(`paused: ${k.queue} ${k.key ?? "(whole queue)"} until ${iso(k.pausedUntil)}\n`);
+        for (const k of keys) print(`paused: ${k.queue} ${k.key ?? "(whole queue)"} until ${iso(k.pausedUntil)}\n`);
       });
     });
   limits
@@ -110,7 +110,7 @@ Examples:
       const ms = parseDuration("--for", flags.for, { allowZero: false });
       await withSession(command, async ({ admin }) => {
         const until = await admin.pauseKey(queue, key ?? null, ms);
-        process.stdout.write(`${key ?? "every key"} of ${queue} paused until ${iso(until)}\n`);
+        print(`${key ?? "every key"} of ${queue} paused until ${iso(until)}\n`);
       });
     });
   limits
@@ -125,7 +125,7 @@ Examples:
         throw new CliError("pass either a key or --whole-queue, e.g. skipq limits resume-key crm acme");
       await withSession(command, async ({ admin }) => {
         const resumed = await admin.resumeKey(queue, key ?? null);
-        process.stdout.write(resumed ? `${key ?? "queue"} of ${queue} resumed\n` : "it was not paused\n");
+        print(resumed ? `${key ?? "queue"} of ${queue} resumed\n` : "it was not paused\n");
       });
     });
 }

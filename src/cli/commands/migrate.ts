@@ -6,6 +6,7 @@
 import type { Command } from "commander";
 import { latestVersion } from "../../db/migrate.js";
 import { printJson, withSession } from "../context.js";
+import { print } from "../terminal.js";
 
 export function migrateCommand(program: Command): void {
   program
@@ -26,9 +27,9 @@ Example:
           if (options.json) {
             printJson({ schema: config.schema, from: result.from, to: result.to, applied: result.applied });
           } else if (result.applied.length === 0) {
-            process.stdout.write(`schema "${config.schema}" is up to date (migration ${result.to})\n`);
+            print(`schema "${config.schema}" is up to date (migration ${result.to})\n`);
           } else {
-            process.stdout.write(
+            print(
               `schema "${config.schema}" migrated from ${result.from} to ${result.to} (applied ${result.applied.join(", ")}; latest known ${latestVersion()})\n`,
             );
           }

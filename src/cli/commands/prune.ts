@@ -8,6 +8,7 @@ import type { JobStatus } from "../../ops/adminTypes.js";
 import { printJson, withSession } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseDuration } from "../parse.js";
+import { print } from "../terminal.js";
 
 const PRUNABLE = ["completed", "dead", "cancelled"] as const;
 
@@ -36,7 +37,7 @@ Examples:
       await withSession(command, async ({ admin }) => {
         const deleted = await admin.prune(olderThanMs, statuses as JobStatus[]);
         if (options.json) printJson({ deleted });
-        else process.stdout.write(`deleted ${deleted} job${deleted === 1 ? "" : "s"} (${statuses.join(", ")})\n`);
+        else print(`deleted ${deleted} job${deleted === 1 ? "" : "s"} (${statuses.join(", ")})\n`);
       });
     });
 }

@@ -6,6 +6,7 @@
 import type { Command } from "commander";
 import { iso, printJson, table, withSession } from "../context.js";
 import { parseName } from "../parse.js";
+import { print } from "../terminal.js";
 
 export function queueCommand(program: Command): void {
   const queue = program
@@ -29,7 +30,7 @@ Examples:
       await withSession(command, async ({ admin }) => {
         await admin.pauseQueue(name);
         if (options.json) printJson({ queue: name, paused: true });
-        else process.stdout.write(`queue ${name} paused\n`);
+        else print(`queue ${name} paused\n`);
       });
     });
   queue
@@ -42,7 +43,7 @@ Examples:
       await withSession(command, async ({ admin }) => {
         await admin.resumeQueue(name);
         if (options.json) printJson({ queue: name, paused: false });
-        else process.stdout.write(`queue ${name} resumed\n`);
+        else print(`queue ${name} resumed\n`);
       });
     });
   queue
@@ -55,9 +56,9 @@ Examples:
         if (options.json) {
           printJson({ queues: queues.map((q) => ({ queue: q.name, paused: q.paused, pausedAt: iso(q.pausedAt) })) });
         } else if (queues.length === 0) {
-          process.stdout.write("no queue has settings yet (every queue is running)\n");
+          print("no queue has settings yet (every queue is running)\n");
         } else {
-          process.stdout.write(
+          print(
             `${table(
               ["queue", "paused since"],
               queues.map((q) => [q.name, q.paused ? (iso(q.pausedAt) ?? "") : "-"]),

@@ -8,6 +8,7 @@ import type { Command } from "commander";
 import { printJson, withSession } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseId, parseName } from "../parse.js";
+import { print } from "../terminal.js";
 
 interface RetryFlags {
   dead?: boolean;
@@ -53,8 +54,8 @@ Examples:
           retried = await admin.retryDead(flags.queue);
         }
         if (flags.json) printJson({ retried });
-        else if (id !== undefined) process.stdout.write(`job ${id} is pending again\n`);
-        else process.stdout.write(`${retried} dead job${retried === 1 ? "" : "s"} pending again\n`);
+        else if (id !== undefined) print(`job ${id} is pending again\n`);
+        else print(`${retried} dead job${retried === 1 ? "" : "s"} pending again\n`);
       });
     });
 }

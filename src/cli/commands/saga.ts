@@ -3,10 +3,12 @@
  * the job that must make progress next. An unknown id exits 1. Read-only.
  */
 import type { Command } from "commander";
+import { displayJson } from "../../ops/display.js";
 import { getSaga } from "../../saga/define.js";
 import { iso, printJson, table, withSession } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
+import { print } from "../terminal.js";
 
 export function sagaCommand(program: Command): void {
   program
@@ -35,17 +37,17 @@ Examples:
           printJson({ ...saga, createdAt: iso(saga.createdAt), updatedAt: iso(saga.updatedAt) });
           return;
         }
-        process.stdout.write(
+        print(
           `saga ${saga.id} (${saga.name}): ${saga.status}, step ${saga.currentStep}, job ${saga.currentJobId ?? "-"}\n`,
         );
-        if (saga.error) process.stdout.write(`error: ${saga.error}\n`);
+        if (saga.error) print(`error: ${saga.error}\n`);
         const rows = saga.steps.map((step, i): [string, string, string, string] => [
           String(i),
           step.name,
           step.status,
-          step.error ?? (step.result === undefined ? "-" : JSON.stringify(step.result)),
+          step.error ?? (step.result === undefined ? "-" : displayJson(step.result)),
         ]);
-        process.stdout.write(`${table(["#", "step", "status", "result / error"], rows)}\n`);
+        print(`${table(["#", "step", "status", "result / error"], rows)}\n`);
       });
     });
 }

@@ -4,6 +4,7 @@
  */
 import type { Command } from "commander";
 import { formatAge, printJson, table, withSession } from "../context.js";
+import { print } from "../terminal.js";
 
 export function statsCommand(program: Command): void {
   program
@@ -64,12 +65,12 @@ Examples:
           return;
         }
         // Health warnings (vacuum held back, dead tuples, kinds no worker handles) go first: they explain the numbers.
-        for (const w of health.warnings) process.stdout.write(`warning (${w.check}): ${w.message}\n`);
+        for (const w of health.warnings) print(`warning (${w.check}): ${w.message}\n`);
         if (rows.length === 0) {
-          process.stdout.write(`no jobs in schema "${config.schema}" yet; add one with \`skipq enqueue <kind>\`\n`);
+          print(`no jobs in schema "${config.schema}" yet; add one with \`skipq enqueue <kind>\`\n`);
           return;
         }
-        process.stdout.write(
+        print(
           `${table(
             ["queue", "pending", "scheduled", "waiting", "running", "completed", "dead", "cancelled", "oldest pending"],
             rows.map((r) => [

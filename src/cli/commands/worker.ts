@@ -17,6 +17,7 @@ import { schedulerFromTasks } from "../cron.js";
 import { describeTarget } from "../errors.js";
 import { collect, parseDuration, parseInteger, parseName } from "../parse.js";
 import { loadTasksModule } from "../tasks.js";
+import { printError } from "../terminal.js";
 
 interface WorkerFlags {
   tasks: string;
@@ -32,7 +33,7 @@ interface WorkerFlags {
 }
 
 function log(line: string): void {
-  process.stderr.write(`skipq worker: ${line}\n`);
+  printError(`skipq worker: ${line}\n`);
 }
 
 export function workerCommand(program: Command): void {

@@ -26,7 +26,7 @@ import type { Store } from "../../db/store.js";
 import { parseCookies } from "./clientInfo.js";
 import { type CredentialThrottle, ThrottledError } from "./throttle.js";
 
-export { clientAddress, isLoopback, parseCookies } from "./clientInfo.js";
+export { clientAddress, hostAnswered, hostParts, isLoopback, parseCookies } from "./clientInfo.js";
 export { CredentialThrottle, ThrottledError, type ThrottleOptions } from "./throttle.js";
 
 export interface DashboardAuth {

@@ -7,7 +7,9 @@
  * live script are answered here.
  *
  * Invariants: every route answers 401 until the request is signed in (only
- * the sign-in form itself is reachable, and it too answers 401); every POST
+ * the sign-in form itself is reachable, and it too answers 401); with
+ * `auth: false`, only a loopback peer whose Host names loopback on this port
+ * (or an allowed host) is answered, anything else 403; every POST
  * carries a valid CSRF token and a same-host Origin; every page is escaped
  * and sent with a strict Content-Security-Policy (no script at all); lists
  * never load payloads. It never logs or renders a credential.
@@ -25,6 +27,8 @@ import {
   Authenticator,
   CredentialThrottle,
   clientAddress,
+  hostAnswered,
+  hostParts,
   isLoopback,
   type Principal,
   parseCookies,
@@ -48,6 +52,21 @@ import { type DashboardHandler, type FetchContext, type FetchHandler, toFetchHan
 
 export type { Dashboard, DashboardHandler, DashboardOptions, FetchContext, FetchHandler };
 
+/** `allowedHosts`, validated: Host names (optionally with a port); only meaningful without authentication. */
+function checkedAllowedHosts(options: DashboardOptions): string[] {
+  const hosts = options.allowedHosts;
+  if (hosts === undefined) return [];
+  if (!Array.isArray(hosts) || hosts.some((h) => typeof h !== "string" || hostParts(h) === undefined))
+    throw new ValidationError(
+      'allowedHosts must be an array of host names as a Host header carries them, e.g. ["dev.internal", "dev.internal:8080"]',
+    );
+  if (options.auth !== false)
+    throw new ValidationError(
+      "allowedHosts applies to a dashboard with auth: false only (with credentials every Host is answered); remove it",
+    );
+  return hosts;
+}
+
 /** Builds the dashboard handler; see `DashboardOptions`. Throws when no credentials are configured and auth is not explicitly `false`. */
 export function createDashboard(options: DashboardOptions = {}): Dashboard {
   const credentials = options.auth === false ? undefined : resolveCredentials(options.auth, options.env);
@@ -56,6 +75,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       "the dashboard needs credentials: pass auth: { token } or { user, password }, or set SKIPQ_DASHBOARD_TOKEN (or SKIPQ_DASHBOARD_USER and SKIPQ_DASHBOARD_PASSWORD); auth: false is allowed on loopback only",
     );
   }
+  const allowedHosts = checkedAllowedHosts(options);
   const base = normaliseBase(options.basePath ?? "");
   const trustProxy = options.trustProxy === true;
   const sessionSecret =
@@ -311,11 +331,21 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     // Who the request turned out to be, once known: an error page is HTML only for a signed-in GET.
     let signedIn: Principal | undefined;
     void (async () => {
-      if (!auth.enabled && !isLoopback(req.socket.localAddress)) {
-        throw new HttpError(
-          403,
-          "this dashboard runs without authentication, so it answers on loopback only; configure credentials to expose it",
-        );
+      // Without authentication, only this machine may be answered: the connection's peer must be loopback
+      // (never a header: a fetch mount passes the peer explicitly), and the Host must name loopback on this
+      // server's port (or an allowed host), or a DNS-rebinding page could read the CSRF token and act.
+      if (!auth.enabled) {
+        if (!isLoopback(req.socket.remoteAddress))
+          throw new HttpError(
+            403,
+            "this dashboard runs without authentication, so it answers clients on loopback only; configure credentials to expose it",
+          );
+        const tls = (req.socket as { encrypted?: boolean }).encrypted === true;
+        if (!hostAnswered(req.headers.host, req.socket.localPort, tls, allowedHosts))
+          throw new HttpError(
+            403,
+            "this dashboard runs without authentication, so it answers only requests whose Host is a loopback name or address with its port (a page on another name could be a DNS-rebinding attack); open it at http://127.0.0.1:<port>/, or list the name in allowedHosts",
+          );
       }
       if (req.method === "POST") {
         const origin = req.headers.origin;

@@ -7,6 +7,7 @@
 import { SkipqError } from "../../core/errors.js";
 import type { Admin } from "../admin.js";
 import { BULK_ACTIONS, type BulkAction, type FlowNode, JOB_STATUSES, type ListedJob } from "../adminTypes.js";
+import { displayJson } from "../display.js";
 import {
   attemptLogsShown,
   FLASH_COOKIE,
@@ -52,12 +53,9 @@ export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<bo
   if (detail) {
     const job = await admin.getJob(detail[1] as string);
     if (!job) throw new HttpError(404, `job ${detail[1]} does not exist (it may have been pruned)`);
-    const text = shownJson(() => redact(job.payload, { field: "payload", job }), "payload", job.id);
-    const headers = job.headers
-      ? shownJson(() => redact(job.headers, { field: "headers", job }), "headers", job.id)
-      : null;
-    const result =
-      job.result === null ? null : shownJson(() => redact(job.result, { field: "result", job }), "result", job.id);
+    const text = shownJson(() => redact(job.payload, { field: "payload", job }));
+    const headers = job.headers ? shownJson(() => redact(job.headers, { field: "headers", job })) : null;
+    const result = job.result === null ? null : shownJson(() => redact(job.result, { field: "result", job }));
     const moving = job.status === "waiting" || job.status === "pending" || job.status === "running";
     // Workflows: parents and children, results redacted as payloads are, cut to one line.
     const flow = await admin.jobFlow(job.id, 200);
@@ -65,10 +63,8 @@ export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<bo
       const text =
         n.result === null || n.result === undefined
           ? "—"
-          : shownJson(
-              () => redact(n.result, { field: "payload", job: { id: n.id, queue: job.queue, kind: n.kind ?? "" } }),
-              "payload",
-              n.id,
+          : shownJson(() =>
+              redact(n.result, { field: "result", job: { id: n.id, queue: job.queue, kind: n.kind ?? "" } }),
             ).replace(/\s+/g, " ");
       return {
         id: n.id,
@@ -85,7 +81,10 @@ export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<bo
         headers,
         error: redactError(job.last_error, job),
         result: result === null ? null : result.slice(0, MAX_PAYLOAD_CHARS),
-        progress: job.progress === null ? null : JSON.stringify(job.progress),
+        progress:
+          job.progress === null || job.progress === undefined
+            ? null
+            : displayJson(redact(job.progress, { field: "progress", job })).slice(0, MAX_PAYLOAD_CHARS),
         attemptLogs: attemptLogsShown(job, redact, redactError),
         ...(flow ? { flow: { parents: flow.parents.map(shownNode), children: flow.children.map(shownNode) } } : {}),
       }),

@@ -22,10 +22,16 @@ export interface DashboardOptions {
   /**
    * Credentials. Default: from `SKIPQ_DASHBOARD_TOKEN`, `SKIPQ_DASHBOARD_USER` and
    * `SKIPQ_DASHBOARD_PASSWORD`; with none, `createDashboard` throws. `false` turns
-   * authentication off, which is refused for any request arriving on a
-   * non-loopback address.
+   * authentication off: then only requests whose connection peer is loopback
+   * and whose Host header is a loopback name or address with the server's port
+   * (or in `allowedHosts`) are answered, everything else gets 403.
    */
   auth?: DashboardAuth | false;
+  /**
+   * With `auth: false` only: Host header values answered besides loopback ones, e.g. `["dev.internal"]`
+   * (on the server's port) or `["dev.internal:8080"]` (a local proxy's). Default none.
+   */
+  allowedHosts?: string[];
   /** Path prefix the dashboard is mounted under, e.g. "/skipq". Default "" (the root). */
   basePath?: string;
   /** Hides secrets in payloads, headers and errors before they are rendered. Default: keys that look like secrets; `false` shows everything. */
@@ -82,8 +88,10 @@ export interface Dashboard {
   /** The request handler. Requests outside `basePath` go to `next`, or get a 404. */
   handle: DashboardHandler;
   /**
-   * The same as a fetch handler, `(Request, { remoteAddress }) => Promise<Response>`, for Hono, Next.js route
-   * handlers and other web-standard servers. Pass the client's address: it keys the sign-in throttle.
+   * The same as a fetch handler, `(Request, { remoteAddress, localPort? }) => Promise<Response>`, for Hono,
+   * Next.js route handlers and other web-standard servers. `remoteAddress` is required: the connection's
+   * peer address (or one only your own proxy writes), never a client's header; it keys the sign-in throttle
+   * and decides whether `auth: false` answers.
    */
   fetch: FetchHandler;
   readonly metrics: SkipqMetrics | undefined;

@@ -7,7 +7,6 @@
 import type http from "node:http";
 import { ValidationError } from "../../core/errors.js";
 import {
-  type AttemptLog,
   JOB_STATUSES,
   type JobFilter,
   type JobRow,
@@ -16,7 +15,7 @@ import {
   STATS_RANGES,
   type StatsRange,
 } from "../adminTypes.js";
-import { attemptLogText } from "../attemptLogs.js";
+import { attemptLogsText, displayJson } from "../display.js";
 import type { LiveInterest } from "./live.js";
 import type { Redactor } from "./redact.js";
 import { FILTER_FIELDS, type JobsFilter } from "./views.js";
@@ -43,17 +42,12 @@ export function normaliseBase(basePath: string): string {
 }
 
 /**
- * A redacted value pretty-printed for the page. A payload inserted by plain SQL
- * can nest deeper than JSON.stringify (or a recursive redactor) can go: that
- * RangeError becomes a note on the page, never a 500 and never unredacted text.
+ * A redacted value pretty-printed for the page, at any depth: a value inserted by plain SQL can nest deeper
+ * than JSON.stringify can go, so it is printed iteratively and levels past MAX_DISPLAY_DEPTH become a note
+ * (never a 500, never unredacted text; the redactors copy iteratively too).
  */
-export function shownJson(redacted: () => unknown, field: "payload" | "headers" | "result", id: string): string {
-  try {
-    return JSON.stringify(redacted(), null, 2) ?? "null";
-  } catch (error) {
-    if (!(error instanceof RangeError)) throw error;
-    return `(the ${field} is nested too deeply to show here; read it with SQL: SELECT ${field} FROM <schema>.jobs WHERE id = ${id})`;
-  }
+export function shownJson(redacted: () => unknown): string {
+  return displayJson(redacted(), { indent: 2 });
 }
 
 /** A limits form: an empty field removes that limit; numbers and the window are validated by Admin.setQueueLimits. */
@@ -135,19 +129,15 @@ export function interestOf(url: URL): LiveInterest {
   return { queues: topics.includes("queues"), workers: topics.includes("workers"), jobs };
 }
 
-/** A job's attempt logs as text, each line redacted like a payload and each error like last_error. */
+/** A job's attempt logs as text, of any shape: each line redacted like a payload, all text like last_error. */
 export function attemptLogsShown(
   job: JobRow,
   redact: Redactor,
   redactError: (text: string | null, job: JobRow) => string | null,
 ): string[] {
-  return (job.attempt_logs ?? []).map((log) => {
-    try {
-      const lines = redact(log.lines, { field: "logs", job }) as AttemptLog["lines"];
-      return attemptLogText({ ...log, lines, error: redactError(log.error, job) });
-    } catch {
-      return `attempt ${log.attempt}: (its log cannot be shown here; read attempt_logs with SQL)`;
-    }
+  return attemptLogsText(job.attempt_logs, {
+    keys: (value) => redact(value, { field: "logs", job }),
+    text: (text) => redactError(text, job) ?? "",
   });
 }
 
@@ -184,12 +174,29 @@ export function safeHost(origin: string): string | undefined {
   }
 }
 
+/**
+ * A form body. When a framework's body parser already read the stream (express.urlencoded(), body-parser:
+ * the stream has ended, `req.body` holds what it parsed), that parsed body is used: waiting for the
+ * stream's events would wait forever. Otherwise the stream is read here, at most MAX_BODY bytes.
+ */
 export function readForm(req: http.IncomingMessage): Promise<URLSearchParams> {
   return new Promise((resolve, reject) => {
     const type = req.headers["content-type"] ?? "";
     if (!type.startsWith("application/x-www-form-urlencoded")) {
       reject(new HttpError(415, "send the form as application/x-www-form-urlencoded"));
       req.resume();
+      return;
+    }
+    const parsed = (req as { body?: unknown; _body?: unknown }).body;
+    if (req.readableEnded || (req as { _body?: unknown })._body === true) {
+      const form = parsedForm(parsed);
+      if (form) resolve(form);
+      else
+        reject(
+          new Error(
+            "the dashboard's form body was read by another middleware and not kept as req.body: mount the dashboard before body parsers, or use express.urlencoded()",
+          ),
+        );
       return;
     }
     if (req.destroyed) {
@@ -211,4 +218,17 @@ export function readForm(req: http.IncomingMessage): Promise<URLSearchParams> {
     req.on("end", () => resolve(new URLSearchParams(Buffer.concat(chunks).toString("utf8"))));
     req.on("error", reject);
   });
+}
+
+/** A body a framework parsed, as form fields: an object of strings (or arrays of them), or the raw text. */
+function parsedForm(body: unknown): URLSearchParams | undefined {
+  if (typeof body === "string") return new URLSearchParams(body);
+  if (Buffer.isBuffer(body)) return new URLSearchParams(body.toString("utf8"));
+  if (body === null || typeof body !== "object") return undefined;
+  const form = new URLSearchParams();
+  for (const [name, value] of Object.entries(body))
+    for (const one of Array.isArray(value) ? value : [value])
+      if (typeof one === "string" || typeof one === "number" || typeof one === "boolean")
+        form.append(name, String(one));
+  return form;
 }

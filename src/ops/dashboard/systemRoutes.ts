@@ -1,8 +1,10 @@
 /**
  * The dashboard's system pages: workers, cron schedules, the outbox and the
  * audit log, with the cron and outbox actions. Outbox errors are redacted like
- * job errors; an unknown schedule is answered as a flash.
+ * job errors, URL paths included (a webhook's token); an unknown schedule is
+ * answered as a flash.
  */
+import { redactUrlPaths } from "../../core/secrets.js";
 import { NAME_PATTERN } from "../../core/validate.js";
 import { decodePathSegment, formParam, HttpError, param } from "./request.js";
 import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
@@ -26,7 +28,8 @@ export async function systemPages(rt: DashboardRuntime, r: PageRequest): Promise
     ]);
     const shown = keys.rows.map((k) => ({
       ...k,
-      error: redactError(k.error, { id: "outbox", queue: k.topic, kind: "outbox" }),
+      // URL paths too: errors stored before sinks described their URLs may hold a webhook's token.
+      error: redactUrlPaths(redactError(k.error, { id: "outbox", queue: k.topic, kind: "outbox" }) ?? "") || null,
     }));
     return page(200, outboxPage({ ...ctx, refresh: 10 }, summary.rows[0], shown));
   }

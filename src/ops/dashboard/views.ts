@@ -20,6 +20,7 @@ import {
   type StatsRange,
   type WorkerPresence,
 } from "../adminTypes.js";
+import { displayJson } from "../display.js";
 import type { HealthWarning } from "../health.js";
 import { finiteDate, timestampText } from "../timestamp.js";
 import { statsCharts } from "./chart.js";
@@ -663,7 +664,7 @@ export function auditPage(ctx: PageContext, rows: AuditRow[], before: string, li
       : html`<div class="scroll" tabindex="0" role="region" aria-label="Audit"><table id="audit"><thead><tr><th>When</th><th>Who</th><th>Role</th><th>What</th><th>Target</th><th>Details</th><th>From</th></tr></thead><tbody>${rows.map(
           (r) =>
             html`<tr><td>${time(r.at)}</td><td>${r.principal}</td><td>${r.role}</td><td>${r.action}</td><td>${r.target ?? "—"}</td>
-<td>${r.detail === null ? "—" : html`<code>${JSON.stringify(r.detail)}</code>`}</td><td>${r.client ?? "—"}<br><span class="muted">${r.user_agent ?? ""}</span></td></tr>`,
+<td>${r.detail === null ? "—" : html`<code>${displayJson(r.detail)}</code>`}</td><td>${r.client ?? "—"}<br><span class="muted">${r.user_agent ?? ""}</span></td></tr>`,
         )}</tbody></table></div>`,
     html`<p>${before ? html`<a href="${ctx.base}/audit">« newest</a> ` : ""}${last && rows.length === limit ? html`<a href="${ctx.base}/audit?before=${last.id}" rel="next">older »</a>` : ""}</p>`,
   ]);

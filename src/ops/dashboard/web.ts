@@ -7,8 +7,11 @@
  * stream ends when the client goes away (the Request's signal).
  *
  * The caller says where the request came from (`remoteAddress`), as a Node
- * server would: it decides the sign-in throttle's client and whether a
- * dashboard without authentication may answer (loopback only).
+ * server's socket would: it keys the sign-in throttle and decides whether a
+ * dashboard without authentication may answer (loopback peers only). It is
+ * never taken from the request (its URL's host is the client's Host header,
+ * and any header is the client's to write): without it, every request is
+ * answered 500 with what to pass.
  */
 import type http from "node:http";
 import { Readable } from "node:stream";
@@ -21,19 +24,31 @@ export type DashboardHandler = (
 ) => void;
 
 export interface FetchContext {
-  /** The client's address (a Node server's socket.remoteAddress). Default "127.0.0.1" only if `localAddress` is loopback, else "unknown". */
-  remoteAddress?: string;
-  /** The address the request arrived on. Default: from the Request URL's host when it is an IP, else "unknown". */
+  /**
+   * The peer address of the connection the request came over (a Node server's `socket.remoteAddress`), or
+   * one that only your own reverse proxy writes. Required: it keys the sign-in throttle per client, and with
+   * `auth: false` only a loopback peer is answered. Never pass a header a client can send itself.
+   */
+  remoteAddress: string;
+  /** The address the request arrived on (`socket.localAddress`). Default "unknown". */
   localAddress?: string;
+  /** The port the request arrived on (`socket.localPort`). With `auth: false` the Host header must name it; without it such a dashboard refuses. */
+  localPort?: number;
 }
 
-export type FetchHandler = (request: Request, context?: FetchContext) => Promise<Response>;
+export type FetchHandler = (request: Request, context: FetchContext) => Promise<Response>;
 
 const MAX_BODY = 64 * 1024;
 
 /** Wraps a Node request handler (the dashboard's `handle`) as a fetch handler. */
 export function toFetchHandler(handle: DashboardHandler): FetchHandler {
-  return async (request, context = {}) => {
+  return async (request, context) => {
+    const remoteAddress = (context as FetchContext | undefined)?.remoteAddress;
+    if (typeof remoteAddress !== "string" || remoteAddress.trim() === "")
+      return new Response(
+        "dashboard.fetch was called without the client's address: pass { remoteAddress } (the connection's peer address, e.g. socket.remoteAddress; never a header the client sends), see docs/dashboard.md#mount-it-in-your-own-server\n",
+        { status: 500, headers: { "content-type": "text/plain; charset=utf-8" } },
+      );
     const url = new URL(request.url);
     const body = request.body ? Buffer.from(await readCapped(request)) : undefined;
     const headers: Record<string, string> = {};
@@ -41,8 +56,6 @@ export function toFetchHandler(handle: DashboardHandler): FetchHandler {
       headers[name] = value;
     });
     headers.host ??= url.host;
-    const local =
-      context.localAddress ?? (/^[\d.]+$|^\[/.test(url.hostname) ? url.hostname.replace(/^\[|\]$/g, "") : "unknown");
     const req = new Readable({ autoDestroy: false, read() {} }) as Readable & Record<string, unknown>;
     if (body && body.length > 0) req.push(body);
     req.push(null);
@@ -51,8 +64,9 @@ export function toFetchHandler(handle: DashboardHandler): FetchHandler {
       url: `${url.pathname}${url.search}`,
       headers,
       socket: {
-        remoteAddress: context.remoteAddress ?? "unknown",
-        localAddress: local,
+        remoteAddress: remoteAddress.trim(),
+        localAddress: context.localAddress ?? "unknown",
+        localPort: context.localPort,
         encrypted: url.protocol === "https:",
       },
     });

@@ -7,7 +7,10 @@
  * `allowPrivateAddresses: false` no request ever leaves for another host or a
  * private address — the address is checked where the socket connects, after
  * DNS, so a name that resolves (or re-resolves) to 10.0.0.1 is refused too.
- * It never retries itself: the relay owns retries and ordering.
+ * It never retries itself: the relay owns retries and ordering. A URL reaches
+ * an error (so last_error, the relay's log, the dashboard) only as
+ * scheme://host[:port] and a redacted path: Slack, Discord and Teams keep
+ * their token in the path.
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
 import dns from "node:dns";
@@ -15,6 +18,7 @@ import http from "node:http";
 import https from "node:https";
 import net from "node:net";
 import { ValidationError } from "../../core/errors.js";
+import { describeUrl } from "../../core/secrets.js";
 import { type Duration, toMs } from "../../core/validate.js";
 import type { OutboxEvent, OutboxSink } from "../outbox.js";
 
@@ -91,7 +95,10 @@ export function webhookSink(options: WebhookSinkOptions): OutboxSink {
     try {
       url = new URL(text);
     } catch {
-      throw new ValidationError(`webhook url ${JSON.stringify(text)} is not a URL`);
+      // Never quoted: the text may hold the credential a URL would keep in its path.
+      throw new ValidationError(
+        `the webhook url (${typeof text === "string" ? `${text.length} characters` : typeof text}) is not a URL: return an absolute http or https URL`,
+      );
     }
     if (url.protocol !== "http:" && url.protocol !== "https:")
       throw new ValidationError(`webhook url ${url.origin} must be http or https`);
@@ -137,10 +144,11 @@ export function webhookSink(options: WebhookSinkOptions): OutboxSink {
           [SIGNATURE_HEADER]: signWebhook(options.secret, timestamp, body),
         },
       });
-      const shown = `${url.origin}${url.pathname}`;
+      const shown = describeUrl(url);
       if (response.status >= 300 && response.status <= 399) {
+        const to = response.location === undefined ? "" : ` (to ${describeLocation(response.location, url)})`;
         throw new Error(
-          `webhook ${shown} answered ${response.status} ${response.statusText}${response.location ? ` (to ${response.location})` : ""} for outbox event ${event.id}; redirects are not followed (they would re-send the signed body and headers elsewhere): point the sink at the final URL`,
+          `webhook ${shown} answered ${response.status} ${response.statusText}${to} for outbox event ${event.id}; redirects are not followed (they would re-send the signed body and headers elsewhere): point the sink at the final URL`,
         );
       }
       if (response.status < 200 || response.status > 299) {
@@ -154,6 +162,15 @@ export function webhookSink(options: WebhookSinkOptions): OutboxSink {
       agents["https:"].destroy();
     },
   };
+}
+
+/** A redirect's Location as it may be stored: resolved against the request's URL and described. */
+function describeLocation(location: string, base: URL): string {
+  try {
+    return describeUrl(new URL(location, base));
+  } catch {
+    return "a location that is not a URL";
+  }
 }
 
 interface PostOptions {
