@@ -126,6 +126,7 @@ export class Skipq {
   private readonly ownsPool: boolean;
   private readonly waitPollMs: number;
   private waiter: Waiter | undefined;
+  private closing: Promise<void> | undefined;
 
   constructor(options: SkipqOptions = {}) {
     const schema = new Schema(options.schema ?? "skipq");
@@ -367,9 +368,13 @@ export class Skipq {
   }
 
   /** Ends the pool if skipq created it. Waits still open (`waitFor`) reject with SKIPQ_SHUTDOWN. */
-  async close(): Promise<void> {
-    await this.waiter?.close();
-    await this.notifier.idle();
-    if (this.ownsPool) await this.pool.end();
+  close(): Promise<void> {
+    // Safe to call twice (a second SIGTERM runs a shutdown handler again): one close, one pool end.
+    this.closing ??= (async () => {
+      await this.waiter?.close();
+      await this.notifier.idle();
+      if (this.ownsPool) await this.pool.end();
+    })();
+    return this.closing;
   }
 }
