@@ -5,8 +5,9 @@
  * validator (zod, valibot, arktype, ...) can supply both the type and a
  * runtime check, applied at enqueue and again before the handler runs.
  */
-import type { StandardSchemaV1 } from "@standard-schema/spec";
+
 import { PayloadInvalidError } from "./errors.js";
+import type { StandardSchemaV1 } from "./standardSchema.js";
 import { assertInt, assertName } from "./validate.js";
 
 export interface JobDefaults {

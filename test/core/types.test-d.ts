@@ -3,8 +3,10 @@
  * handler, so a wrong payload is a compile error. Checked by `tsc` and by
  * vitest's typecheck mode; an unused @ts-expect-error fails the build.
  */
+import type { StandardSchemaV1 as SpecStandardSchemaV1 } from "@standard-schema/spec";
 import { describe, expectTypeOf, test } from "vitest";
 import { z } from "zod";
+import type { StandardSchemaV1 } from "../../src/core/standardSchema.js";
 import {
   defineJob,
   type EnqueueResult,
@@ -18,9 +20,15 @@ declare const skipq: Skipq;
 declare const worker: Worker;
 
 const sendEmail = defineJob<{ to: string; subject: string }>("send-email");
-const resize = defineJob("resize", { schema: z.object({ url: z.string(), width: z.number() }) });
+const resizeSchema = z.object({ url: z.string(), width: z.number() });
+const resize = defineJob("resize", { schema: resizeSchema });
 
 describe("typed jobs", () => {
+  test("skipq's copy of the Standard Schema interface takes any validator the spec's own type describes", () => {
+    expectTypeOf<SpecStandardSchemaV1<unknown, { a: number }>>().toExtend<StandardSchemaV1<unknown, { a: number }>>();
+    expectTypeOf<StandardSchemaV1.InferOutput<typeof resizeSchema>>().toEqualTypeOf<{ url: string; width: number }>();
+  });
+
   test("the payload type comes from the definition", () => {
     expectTypeOf<PayloadOf<typeof sendEmail>>().toEqualTypeOf<{ to: string; subject: string }>();
     expectTypeOf<PayloadOf<typeof resize>>().toEqualTypeOf<{ url: string; width: number }>();
