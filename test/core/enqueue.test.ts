@@ -5,7 +5,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { z } from "zod";
-import { NAME_PATTERN } from "../../src/core/validate.js";
+import { type Duration, NAME_PATTERN } from "../../src/core/validate.js";
 import {
   defineJob,
   PayloadInvalidError,
@@ -234,8 +234,8 @@ describe("bad input throws a typed error and writes nothing", () => {
     ["an empty queue", () => t.skipq.enqueue("bad", {}, { queue: "" }), ValidationError],
     ["a queue with a newline", () => t.skipq.enqueue("bad", {}, { queue: "a\nb" }), ValidationError],
     ["a negative delay", () => t.skipq.enqueue("bad", {}, { delay: "-5s" }), ValidationError],
-    ["a nonsense delay", () => t.skipq.enqueue("bad", {}, { delay: "5 parsecs" }), ValidationError],
-    ["an empty delay", () => t.skipq.enqueue("bad", {}, { delay: "" }), ValidationError],
+    ["a nonsense delay", () => t.skipq.enqueue("bad", {}, { delay: "5 parsecs" as Duration }), ValidationError],
+    ["an empty delay", () => t.skipq.enqueue("bad", {}, { delay: "" as Duration }), ValidationError],
     ["a blank delay", () => t.skipq.enqueue("bad", {}, { delay: "   " }), ValidationError],
     ["maxAttempts 0", () => t.skipq.enqueue("bad", {}, { maxAttempts: 0 }), ValidationError],
     ["maxAttempts -1", () => t.skipq.enqueue("bad", {}, { maxAttempts: -1 }), ValidationError],
