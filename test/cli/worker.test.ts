@@ -35,6 +35,16 @@ async function status(id: string) {
   return rows[0] as { status: string; attempts: number; lease: string | null };
 }
 
+test("worker prints a job that fails its last attempt as dead, never as one that will retry", async () => {
+  const { id } = await t.skipq.enqueue("send-email", {}, { queue: "bury", maxAttempts: 1 });
+  const w = worker("bury");
+  await until("dead", async () => (await status(id)).status === "dead", 30_000);
+  w.child.kill("SIGTERM");
+  const result = await w.exited;
+  expect(result.stderr).toContain(`job ${id} (send-email) is dead after attempt 1/1: payload.to must be`);
+  expect(result.stderr).not.toContain("will retry");
+});
+
 test("worker runs every job of its queue with the tasks module's handlers, then SIGTERM exits 0", async () => {
   const jobs = Array.from({ length: 20 }, (_, i) => ({
     job: "send-email",
