@@ -130,7 +130,7 @@ export interface WorkerOptions {
    * slots. Default 1000.
    */
   prefetch?: number | undefined;
-  /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. Default "30s". */
+  /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. At least 500 ms. Default "30s". */
   lockTimeout?: Duration | undefined;
   /** How often running jobs' leases are extended. Default lockTimeout / 3. */
   heartbeatInterval?: Duration | undefined;

@@ -11,6 +11,8 @@ import {
   PayloadInvalidError,
   PayloadNotJsonError,
   PayloadTooLargeError,
+  Skipq,
+  silentLogger,
   ValidationError,
 } from "../../src/index.js";
 import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
@@ -25,6 +27,45 @@ async function count(where = "true", values: unknown[] = []): Promise<number> {
   const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE ${where}`, values);
   return rows[0].n;
 }
+
+test("every enqueue path on a schema that was never migrated says to run skipq migrate, and creates nothing", async () => {
+  const schema = `${t.schema}_unmigrated`;
+  const fresh = new Skipq({ connectionString: DATABASE_URL, schema, logger: silentLogger });
+  const db = new pg.Client({ connectionString: DATABASE_URL });
+  await db.connect();
+  try {
+    const inTx = async () => {
+      await db.query("BEGIN");
+      try {
+        return await fresh.enqueueTx(db, "never", {});
+      } finally {
+        await db.query("ROLLBACK");
+      }
+    };
+    const calls: Array<[string, () => Promise<unknown>]> = [
+      ["enqueue", () => fresh.enqueue("never", {})],
+      ["enqueue with a key", () => fresh.enqueue("never", {}, { idempotencyKey: "k" })],
+      ["enqueueMany", () => fresh.enqueueMany([{ job: "never", payload: {} }])],
+      ["enqueueMany (COPY)", () => fresh.enqueueMany([{ job: "never", payload: {} }], { returning: false })],
+      ["enqueueTx", inTx],
+    ];
+    for (const [what, call] of calls) {
+      const error = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect({ what, error }).toMatchObject({
+        what,
+        error: { code: "SKIPQ_SCHEMA_NOT_MIGRATED", message: expect.stringMatching(/skipq migrate.*migrate\(\)/) },
+      });
+    }
+    const { rows } = await db.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = $1", [schema]);
+    expect(rows[0].n).toBe(0);
+  } finally {
+    await db.end();
+    await fresh.close();
+  }
+});
 
 test("an enqueued job is stored pending with its options and defaults", async () => {
   const { id, created } = await t.skipq.enqueue("stored", { a: 1 }, { queue: "mail", priority: 5, maxAttempts: 3 });

@@ -337,6 +337,14 @@ test("a killed listener connection does not stop processing, and it reconnects",
   await until("completed after reconnect", async () => (await job(again.id)).status === "completed");
 });
 
+test("a lease shorter than 500 ms is refused when the worker is made, saying why, before any SQL", () => {
+  for (const lockTimeout of [1, 499, "100ms"] as const)
+    expect(() => t.skipq.worker({ lockTimeout }), String(lockTimeout)).toThrow(
+      /lockTimeout must be at least 500 ms.*statement_timeout/,
+    );
+  expect(() => t.skipq.worker({ lockTimeout: 500 })).not.toThrow();
+});
+
 test("a worker given a pool too small for its concurrency says how large it must be", () => {
   const pool = new pg.Pool({ max: 5 });
   expect(() => t.skipq.worker({ pool, concurrency: 10 })).toThrow(PoolTooSmallError);
