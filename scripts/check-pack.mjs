@@ -113,8 +113,8 @@ try {
       if (spec.startsWith(".") || spec.startsWith("node:") || builtins.has(spec)) continue;
       if (!installed.has(packageOf(spec))) unresolvable.push(`${file} imports "${spec}"`);
     }
-    for (const m of text.matchAll(/\bdocs\/([a-z0-9-]+\.md)/g))
-      if (!files.includes(`docs/${m[1]}`)) unshippedDocs.add(`${file} points to docs/${m[1]}`);
+    for (const m of text.matchAll(/\bdocs\/([a-z0-9-]+\.md)|shippedDoc\(\s*["'`]([a-z0-9-]+\.md)/g))
+      if (!files.includes(`docs/${m[1] ?? m[2]}`)) unshippedDocs.add(`${file} points to docs/${m[1] ?? m[2]}`);
   }
   fail("imports of packages a user does not install (not in dependencies or peerDependencies)", unresolvable);
   fail("docs the shipped code points to that are not in the package", [...unshippedDocs]);

@@ -6,6 +6,7 @@ import type { Command } from "commander";
 import type { JobRow } from "../../ops/adminTypes.js";
 import { attemptLogText } from "../../ops/attemptLogs.js";
 import { iso, printJson, table, withSession } from "../context.js";
+import { shippedDoc } from "../docs.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
 
@@ -46,7 +47,7 @@ export function jobCommand(program: Command): void {
     .command("job")
     .description("show one job: every field, its payload, result, progress, last error and attempt logs")
     .argument("<id>", "the job's id")
-    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .option("--json", `print the stable JSON format (see ${shippedDoc("cli.md")})`)
     .addHelpText(
       "after",
       `
