@@ -75,7 +75,7 @@ export interface SkipqOptions {
   pool?: pg.Pool | undefined;
   /** Size of the pool skipq creates. Default 10. */
   poolSize?: number | undefined;
-  /** Schema holding skipq's tables. Default "skipq". */
+  /** Schema holding skipq's tables. Default: `SKIPQ_SCHEMA`, else "skipq". */
   schema?: string | undefined;
   /** Largest encoded payload accepted, in bytes. Default 1 MiB. */
   maxPayloadBytes?: number | undefined;
@@ -102,6 +102,18 @@ export interface SkipqOptions {
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** The schema option, else SKIPQ_SCHEMA (as the CLI reads it; empty counts as unset), else "skipq". */
+function schemaOf(option: string | undefined): Schema {
+  if (option !== undefined) return new Schema(option);
+  const fromEnv = process.env.SKIPQ_SCHEMA;
+  if (fromEnv === undefined || fromEnv.trim() === "") return new Schema("skipq");
+  try {
+    return new Schema(fromEnv);
+  } catch (error) {
+    throw new ValidationError(`${(error as Error).message} (from SKIPQ_SCHEMA)`);
+  }
+}
 
 export class Skipq {
   readonly schema: string;
@@ -131,7 +143,7 @@ export class Skipq {
   private closing: Promise<void> | undefined;
 
   constructor(options: SkipqOptions = {}) {
-    const schema = new Schema(options.schema ?? "skipq");
+    const schema = schemaOf(options.schema);
     this.schema = schema.name;
     this.schemaSql = schema.sql;
     this.channel = schema.channel;
