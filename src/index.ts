@@ -13,6 +13,8 @@ export {
   type BatchResult,
   type BatchStatus,
   type BulkItem,
+  type CheckedItem,
+  type CheckedItems,
   type EnqueueCall,
   type EnqueueMiddleware,
   type EnqueueOptions,
@@ -45,7 +47,7 @@ export {
   ValidationError,
   WaitTimeoutError,
 } from "./core/errors.js";
-export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf } from "./core/job.js";
+export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf, type ResultOf } from "./core/job.js";
 export { defaultLogger, type Logger, silentLogger } from "./core/logger.js";
 export { defaultErrorRedactor, type ErrorRedactor } from "./core/secrets.js";
 export type { Duration } from "./core/validate.js";

@@ -62,8 +62,9 @@ const exampleSchemas: string[] = [];
  * SKIPQ_SCHEMA; resolves with its stdout, rejects on a non-zero exit.
  */
 export async function runExample(file: string, env: Record<string, string> = {}): Promise<string> {
-  const schema = schemaName(file.replace(/\W/g, "_").slice(-20));
-  exampleSchemas.push(schema);
+  // A schema given in env is reused (to run an example twice on one schema); it is dropped all the same.
+  const schema = env.SKIPQ_SCHEMA ?? schemaName(file.replace(/\W/g, "_").slice(-20));
+  if (!exampleSchemas.includes(schema)) exampleSchemas.push(schema);
   const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", file], {
     env: { ...process.env, SKIPQ_SCHEMA: schema, ...env },
     timeout: 60_000,

@@ -27,6 +27,7 @@ import { retryCommand } from "./commands/retry.js";
 import { sagaCommand } from "./commands/saga.js";
 import { statsCommand } from "./commands/stats.js";
 import { workerCommand } from "./commands/worker.js";
+import { shippedDoc } from "./docs.js";
 import { describeError, EXIT_USAGE } from "./errors.js";
 import { printError, terminalText } from "./terminal.js";
 
@@ -94,6 +95,7 @@ export function buildProgram(): Command {
       `
 Configuration: flags first, then DATABASE_URL and SKIPQ_SCHEMA.
 Exit codes: 0 success, 1 failure (database, unknown job), 2 bad input.
+Every command, flag and JSON format: ${shippedDoc("cli.md")}.
 
 Examples:
   $ skipq demo                      # no database needed

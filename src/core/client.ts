@@ -21,6 +21,8 @@ import { copyJobs } from "./copy.js";
 import {
   assertItems,
   type BulkItem,
+  type CheckedItem,
+  type CheckedItems,
   type EnqueueOptions,
   type EnqueueResult,
   Enqueuer,
@@ -28,7 +30,7 @@ import {
 } from "./enqueue.js";
 import { EnqueueInterceptor, type EnqueueMiddleware } from "./enqueueMiddleware.js";
 import { SkipqError, ValidationError } from "./errors.js";
-import type { PayloadOf } from "./job.js";
+import type { PayloadOf, ResultOf } from "./job.js";
 import { defaultLogger, type Logger } from "./logger.js";
 import { assertMiddleware } from "./middleware.js";
 import { Notifier } from "./notifier.js";
@@ -37,7 +39,7 @@ import { Waiter, type WaitOptions, type WaitResult } from "./waiter.js";
 import { type BatchOptions, batchItems } from "./workflow.js";
 
 export type { Queryable } from "../db/queryable.js";
-export type { BulkItem, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue.js";
+export type { BulkItem, CheckedItem, CheckedItems, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue.js";
 export type { EnqueueCall, EnqueueMiddleware } from "./enqueueMiddleware.js";
 export type { FinishedStatus, WaitOptions, WaitResult } from "./waiter.js";
 
@@ -68,25 +70,25 @@ export interface BatchStatus {
 
 export interface SkipqOptions {
   /** PostgreSQL connection string; skipq creates and owns a pool. Default: `DATABASE_URL`. */
-  connectionString?: string;
+  connectionString?: string | undefined;
   /** An existing pg pool to use instead (skipq never ends it). */
-  pool?: pg.Pool;
+  pool?: pg.Pool | undefined;
   /** Size of the pool skipq creates. Default 10. */
-  poolSize?: number;
-  /** Schema holding skipq's tables. Default "skipq". */
-  schema?: string;
+  poolSize?: number | undefined;
+  /** Schema holding skipq's tables. Default: `SKIPQ_SCHEMA`, else "skipq". */
+  schema?: string | undefined;
   /** Largest encoded payload accepted, in bytes. Default 1 MiB. */
-  maxPayloadBytes?: number;
+  maxPayloadBytes?: number | undefined;
   /** Use named prepared statements on the hot path. Turn off behind PgBouncer < 1.21 in transaction mode. Default true. */
-  preparedStatements?: boolean;
+  preparedStatements?: boolean | undefined;
   /** pino-compatible logger. Default: warnings and errors as JSON on stderr. */
-  logger?: Logger;
+  logger?: Logger | undefined;
   /**
    * `waitFor` and `enqueueAndWait` are woken by a notification (LISTEN on one connection, opened on first
    * use; only with `connectionString`), and read every waited-for job this often in case one was missed.
    * Default "1s".
    */
-  waitPollInterval?: Duration;
+  waitPollInterval?: Duration | undefined;
   /**
    * PostgreSQL settings sent with every connection skipq opens (its pools and LISTEN connections; never a
    * pool you pass in), by PostgreSQL name, so a network partition never stalls anything forever. Given keys
@@ -96,10 +98,22 @@ export interface SkipqOptions {
    * tcp_keepalives_interval: 5, tcp_keepalives_count: 3, idle_in_transaction_session_timeout: 60000 }`;
    * a worker's own pool also bounds `statement_timeout` and `idle_in_transaction_session_timeout` by its lease.
    */
-  sessionSettings?: SessionSettings | false;
+  sessionSettings?: SessionSettings | false | undefined;
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** The schema option, else SKIPQ_SCHEMA (as the CLI reads it; empty counts as unset), else "skipq". */
+function schemaOf(option: string | undefined): Schema {
+  if (option !== undefined) return new Schema(option);
+  const fromEnv = process.env.SKIPQ_SCHEMA;
+  if (fromEnv === undefined || fromEnv.trim() === "") return new Schema("skipq");
+  try {
+    return new Schema(fromEnv);
+  } catch (error) {
+    throw new ValidationError(`${(error as Error).message} (from SKIPQ_SCHEMA)`);
+  }
+}
 
 export class Skipq {
   readonly schema: string;
@@ -126,9 +140,10 @@ export class Skipq {
   private readonly ownsPool: boolean;
   private readonly waitPollMs: number;
   private waiter: Waiter | undefined;
+  private closing: Promise<void> | undefined;
 
   constructor(options: SkipqOptions = {}) {
-    const schema = new Schema(options.schema ?? "skipq");
+    const schema = schemaOf(options.schema);
     this.schema = schema.name;
     this.schemaSql = schema.sql;
     this.channel = schema.channel;
@@ -231,8 +246,14 @@ export class Skipq {
    * With `{ returning: false }`: the fast path — one COPY, all or nothing, no ids back (resolves with the
    * count), no idempotency keys.
    */
-  enqueueMany(items: ReadonlyArray<BulkItem>, options?: { returning?: true }): Promise<EnqueueResult[]>;
-  enqueueMany(items: ReadonlyArray<BulkItem>, options: { returning: false }): Promise<{ count: number }>;
+  enqueueMany<T extends ReadonlyArray<BulkItem>>(
+    items: T & CheckedItems<T>,
+    options?: { returning?: true },
+  ): Promise<EnqueueResult[]>;
+  enqueueMany<T extends ReadonlyArray<BulkItem>>(
+    items: T & CheckedItems<T>,
+    options: { returning: false },
+  ): Promise<{ count: number }>;
   enqueueMany(
     items: ReadonlyArray<BulkItem>,
     options: { returning?: boolean } = {},
@@ -252,6 +273,7 @@ export class Skipq {
   }
 
   /** `enqueueMany` inside the caller's transaction. */
+  enqueueManyTx<T extends ReadonlyArray<BulkItem>>(tx: Queryable, items: T & CheckedItems<T>): Promise<EnqueueResult[]>;
   enqueueManyTx(tx: Queryable, items: ReadonlyArray<BulkItem>): Promise<EnqueueResult[]> {
     const insert = (items: ReadonlyArray<BulkItem>) =>
       enqueueSpan(undefined, Array.isArray(items) ? items.length : 0, async (_, traceHeaders) => {
@@ -268,6 +290,10 @@ export class Skipq {
    * them: `onComplete` runs once all finished (whatever the outcome; its ctx.parents shows each),
    * `onSuccess` once all completed (cancelled if one dies or is cancelled). Follow it with `batchStatus`.
    */
+  batch<T extends ReadonlyArray<BulkItem>, C extends BulkItem = BulkItem, S extends BulkItem = BulkItem>(
+    jobs: T & CheckedItems<T>,
+    options?: { onComplete?: C & CheckedItem<C>; onSuccess?: S & CheckedItem<S> },
+  ): Promise<BatchResult>;
   batch(jobs: ReadonlyArray<BulkItem>, options: BatchOptions<BulkItem> = {}): Promise<BatchResult> {
     return enqueueSpan(undefined, Array.isArray(jobs) ? jobs.length : 0, async (_, traceHeaders) => {
       const rows = await this.enqueuer.prepareMany(batchItems(jobs, options), traceHeaders);
@@ -347,7 +373,7 @@ export class Skipq {
   }
 
   /** `enqueue`, then `waitFor` the job (with an idempotency key that exists: the existing job). */
-  async enqueueAndWait<J extends JobRef<unknown>, R = unknown>(
+  async enqueueAndWait<J extends JobRef<unknown>, R = ResultOf<J>>(
     job: J,
     payload: PayloadOf<J>,
     options: EnqueueOptions & WaitOptions = {},
@@ -377,9 +403,13 @@ export class Skipq {
   }
 
   /** Ends the pool if skipq created it. Waits still open (`waitFor`) reject with SKIPQ_SHUTDOWN. */
-  async close(): Promise<void> {
-    await this.waiter?.close();
-    await this.notifier.idle();
-    if (this.ownsPool) await this.pool.end();
+  close(): Promise<void> {
+    // Safe to call twice (a second SIGTERM runs a shutdown handler again): one close, one pool end.
+    this.closing ??= (async () => {
+      await this.waiter?.close();
+      await this.notifier.idle();
+      if (this.ownsPool) await this.pool.end();
+    })();
+    return this.closing;
   }
 }

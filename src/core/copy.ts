@@ -10,6 +10,7 @@ import { pipeline } from "node:stream/promises";
 import type pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
 import type { InsertRow } from "../db/jobStore.js";
+import { notMigrated } from "../db/migrate.js";
 import type { Schema } from "../db/schema.js";
 import { withTransaction } from "../db/transaction.js";
 import { ValidationError } from "./errors.js";
@@ -68,7 +69,12 @@ export async function copyJobs(
       }
       if (chunk) yield chunk;
     }
-    await pipeline(chunks(), tx.query(copyFrom(`COPY ${schema.table("jobs")} (${COLUMNS}) FROM STDIN`)));
+    // A missing jobs table (a schema never migrated) says what to do, like every other enqueue.
+    await pipeline(chunks(), tx.query(copyFrom(`COPY ${schema.table("jobs")} (${COLUMNS}) FROM STDIN`))).catch(
+      (error: unknown) => {
+        throw notMigrated(error, schema.name);
+      },
+    );
   });
   return due;
 }

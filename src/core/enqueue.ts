@@ -17,7 +17,7 @@ import type { Queryable } from "../db/queryable.js";
 import { withTransaction } from "../db/transaction.js";
 import { type TraceHeaders, withTraceContext } from "../ops/telemetry.js";
 import { ValidationError } from "./errors.js";
-import { type JobDefinition, validatePayload } from "./job.js";
+import { type JobDefinition, type PayloadOf, validatePayload } from "./job.js";
 import type { Notifier } from "./notifier.js";
 import {
   assertDate,
@@ -34,38 +34,38 @@ import { insertWithParents, type ParentFailurePolicy, type ParentRef, parentRefs
 
 export interface EnqueueOptions {
   /** Queue name. Default: the job definition's queue, else "default". */
-  queue?: string;
+  queue?: string | undefined;
   /** Higher runs first, -32768..32767. Default: the definition's, else 0. */
-  priority?: number;
+  priority?: number | undefined;
   /** Attempts before the job is dead. Default: the definition's, else 10. */
-  maxAttempts?: number;
+  maxAttempts?: number | undefined;
   /** Run no earlier than this time (compared with the database clock). */
-  runAt?: Date;
+  runAt?: Date | undefined;
   /** Run no earlier than this long from now (database clock), e.g. "10s". Not with runAt. */
-  delay?: Duration;
+  delay?: Duration | undefined;
   /** At most one job per (queue, idempotencyKey): a repeat returns the existing job. */
-  idempotencyKey?: string;
+  idempotencyKey?: string | undefined;
   /** Small string metadata carried to the handler (`ctx.job.headers`), e.g. a trace context. At most 32 entries. */
-  headers?: Record<string, string>;
+  headers?: Record<string, string> | undefined;
   /**
    * A tenant or customer key: per-key concurrency and rate limits and key
    * pauses (see docs/flow-control.md) apply to jobs sharing it within a queue.
    * 1-256 characters, no control characters. Default: none (only queue-wide limits apply).
    */
-  concurrencyKey?: string;
+  concurrencyKey?: string | undefined;
   /**
    * Workflows: the jobs this one waits for. It is created `waiting` and runs once every parent completed
    * (see onParentFailure); its handler sees their results in `ctx.parents`. Job ids, or in enqueueMany
    * `{ item: i }` for the i-th job of the same call. An unknown parent or a cycle is a ValidationError and
    * nothing is written. Default: none.
    */
-  dependsOn?: readonly ParentRef[];
+  dependsOn?: readonly ParentRef[] | undefined;
   /**
    * Workflows: when a parent dies or is cancelled — "cancel" this job (and its own dependents, the reason
    * naming the parent), "run" it anyway (ctx.parents shows the failure), or "wait" until the parent is
    * retried by hand and completes. Only with dependsOn. Default "cancel".
    */
-  onParentFailure?: ParentFailurePolicy;
+  onParentFailure?: ParentFailurePolicy | undefined;
   /**
    * A uniqueness window (docs/jobs.md): at most one job per `key` (in this queue) per `period`; an enqueue
    * while a job holds the key returns that job with `created: false`. `key` defaults to a hash of kind,
@@ -73,14 +73,14 @@ export interface EnqueueOptions {
    * is pending or running, so a new job may start as soon as it finished. Not with `idempotencyKey` or
    * `debounce`; not in `enqueueMany`.
    */
-  unique?: { key?: string; period: Duration; states?: "all" | "live" };
+  unique?: { key?: string; period: Duration; states?: "all" | "live" } | undefined;
   /**
    * Debounce (docs/jobs.md): while a job with `key` (in this queue) is still pending, an enqueue replaces
    * its payload and options and moves it to run `delay` from now (`created: false`); once it is running, an
    * enqueue starts a new pending job. `key` defaults to the kind. Not with `runAt`, `delay`,
    * `idempotencyKey` or `unique`; not in `enqueueMany`.
    */
-  debounce?: { key?: string; delay: Duration };
+  debounce?: { key?: string; delay: Duration } | undefined;
 }
 
 export interface EnqueueResult {
@@ -99,6 +99,20 @@ export interface BulkItem<P = unknown> extends EnqueueOptions {
   job: JobRef<P>;
   payload: P;
 }
+
+/**
+ * Bulk items checked one by one: `enqueueMany`, `enqueueManyTx`, `batch` and `ctx.spawn` take
+ * `T & CheckedItems<T>`, so each item's payload must match its own job's definition (a string kind
+ * takes any payload). TypeScript infers `T` from the array literal; nothing changes at run time.
+ */
+export type CheckedItems<T extends ReadonlyArray<BulkItem>> = {
+  readonly [K in keyof T]: CheckedItem<T[K]>;
+};
+
+/** One bulk item, its payload checked against its job's definition (see CheckedItems). */
+export type CheckedItem<I> = I extends { job: infer J }
+  ? { [K in keyof I]: K extends "payload" ? PayloadOf<J> : I[K] }
+  : I;
 
 interface PendingSingle {
   row: InsertRow;

@@ -169,13 +169,18 @@ export class SchemaTooNewError extends SkipqError {
 
 export class SchemaNotMigratedError extends SkipqError {
   constructor(
-    readonly databaseVersion: number,
+    /** The schema's migration version; null when a statement found its tables missing (not read then). */
+    readonly databaseVersion: number | null,
     readonly codeVersion: number,
     schema: string,
+    cause?: unknown,
   ) {
     super(
       "SKIPQ_SCHEMA_NOT_MIGRATED",
-      `schema "${schema}" is at migration ${databaseVersion} but this skipq needs ${codeVersion}; run \`skipq migrate\` or call migrate() first`,
+      databaseVersion === null
+        ? `schema "${schema}" has no skipq tables (${(cause as Error | undefined)?.message ?? "not migrated"}); run \`skipq migrate\` or call migrate() first, or pass the schema you migrated`
+        : `schema "${schema}" is at migration ${databaseVersion} but this skipq needs ${codeVersion}; run \`skipq migrate\` or call migrate() first`,
+      cause === undefined ? undefined : { cause },
     );
   }
 }

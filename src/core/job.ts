@@ -5,8 +5,9 @@
  * validator (zod, valibot, arktype, ...) can supply both the type and a
  * runtime check, applied at enqueue and again before the handler runs.
  */
-import type { StandardSchemaV1 } from "@standard-schema/spec";
+
 import { PayloadInvalidError } from "./errors.js";
+import type { StandardSchemaV1 } from "./standardSchema.js";
 import { assertInt, assertName } from "./validate.js";
 
 export interface JobDefaults {
@@ -18,23 +19,37 @@ export interface JobDefaults {
   maxAttempts?: number;
 }
 
-export interface JobDefinition<Payload> extends Readonly<JobDefaults> {
+export interface JobDefinition<Payload, Result = unknown> extends Readonly<JobDefaults> {
   readonly kind: string;
   readonly schema?: StandardSchemaV1<unknown, Payload>;
   /** Phantom field carrying the payload type; never set at run time. */
   readonly __payload?: Payload;
+  /** Phantom field carrying the result type (what the handler returns); never set at run time. */
+  readonly __result?: Result;
 }
 
 /** The payload type of a job definition. */
 export type PayloadOf<J> = J extends JobDefinition<infer P> ? P : unknown;
 
-/** Define a job kind with an explicit payload type: `defineJob<{ to: string }>("send-email")`. */
-export function defineJob<Payload>(kind: string, defaults?: JobDefaults): JobDefinition<Payload>;
-/** Define a job kind whose payload type and runtime check come from a Standard Schema validator. */
-export function defineJob<Schema extends StandardSchemaV1>(
+/** The result type of a job definition (what its handler returns, and `enqueueAndWait` resolves with). */
+export type ResultOf<J> = J extends JobDefinition<unknown, infer R> ? R : unknown;
+
+/**
+ * Define a job kind with an explicit payload type, and optionally its result type (what the handler
+ * must return, and `enqueueAndWait` resolves with): `defineJob<{ to: string }, { messageId: string }>("send-email")`.
+ */
+export function defineJob<Payload, Result = unknown>(
+  kind: string,
+  defaults?: JobDefaults,
+): JobDefinition<Payload, Result>;
+/**
+ * Define a job kind whose payload type and runtime check come from a Standard Schema validator; a result
+ * type may follow the schema's: `defineJob<typeof schema, { url: string }>("resize", { schema })`.
+ */
+export function defineJob<Schema extends StandardSchemaV1, Result = unknown>(
   kind: string,
   defaults: JobDefaults & { schema: Schema },
-): JobDefinition<StandardSchemaV1.InferOutput<Schema>>;
+): JobDefinition<StandardSchemaV1.InferOutput<Schema>, Result>;
 export function defineJob(
   kind: string,
   defaults: JobDefaults & { schema?: StandardSchemaV1 } = {},

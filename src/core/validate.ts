@@ -65,11 +65,58 @@ export function assertInt(what: string, value: unknown, min: number, max: number
   return value;
 }
 
-/** A duration: a number of milliseconds or a string like "10s", "5m", "1.5h". */
-export type Duration = number | string;
+/** The units a duration string may end with (as the `ms` package reads them, in any case). */
+type DurationUnit =
+  | "ms"
+  | "msec"
+  | "msecs"
+  | "millisecond"
+  | "milliseconds"
+  | "s"
+  | "sec"
+  | "secs"
+  | "second"
+  | "seconds"
+  | "m"
+  | "min"
+  | "mins"
+  | "minute"
+  | "minutes"
+  | "h"
+  | "hr"
+  | "hrs"
+  | "hour"
+  | "hours"
+  | "d"
+  | "day"
+  | "days"
+  | "w"
+  | "week"
+  | "weeks"
+  | "y"
+  | "yr"
+  | "yrs"
+  | "year"
+  | "years";
+type AnyCase<U extends string> = U | Uppercase<U> | Capitalize<U>;
+
+/**
+ * A duration: a number of milliseconds or a string like "500ms", "10s", "5 m", "1.5h", "2 days". A
+ * template-literal type, so `"ten seconds"` is a compile error (and still a ValidationError at run
+ * time, for callers passing plain strings, e.g. from a config file: cast them, they are checked).
+ */
+export type Duration =
+  | number
+  | `${number}`
+  | `${number}${AnyCase<DurationUnit>}`
+  | `${number} ${AnyCase<DurationUnit>}`;
 
 /** Parses a duration to milliseconds; rejects negatives, NaN, infinity, blanks and nonsense. */
-export function toMs(what: string, value: Duration, { allowZero = true, max = 10 * 365 * 86_400_000 } = {}): number {
+export function toMs(
+  what: string,
+  value: Duration | string,
+  { allowZero = true, max = 10 * 365 * 86_400_000 } = {},
+): number {
   // A blank string is nonsense too: ms() would throw a bare Error for it, not a ValidationError.
   const parsed =
     typeof value === "number"

@@ -58,6 +58,19 @@ export function latestVersion(): number {
   return loadMigrations().at(-1)?.version ?? 0;
 }
 
+/** SQLSTATEs of a statement naming a table (42P01) or a schema (3F000, e.g. COPY) that does not exist. */
+const MISSING = new Set(["42P01", "3F000"]);
+
+/**
+ * What to throw for `error` from one of skipq's statements on a schema: SchemaNotMigratedError when
+ * PostgreSQL says a table or the schema is missing (it was never migrated, or is not the one that was),
+ * else `error` itself. By SQLSTATE alone: skipq's statements name only its own schema's tables.
+ */
+export function notMigrated(error: unknown, schema: string): unknown {
+  if (!MISSING.has((error as { code?: string } | null)?.code ?? "")) return error;
+  return new SchemaNotMigratedError(null, latestVersion(), schema, error);
+}
+
 /** SQLSTATEs worth a retry of the whole version: serialization failure, deadlock. */
 const RETRYABLE = new Set(["40001", "40P01"]);
 

@@ -11,6 +11,7 @@
  */
 import type pg from "pg";
 import { type Catalogue, catalogue } from "./catalogue.js";
+import { notMigrated } from "./migrate.js";
 import type { Queryable } from "./queryable.js";
 import { Schema } from "./schema.js";
 import type { Statement } from "./statements.js";
@@ -55,7 +56,9 @@ export class Store {
     values: unknown[] = [],
     db: Queryable = this.pool,
   ): Promise<{ rows: R[]; rowCount: number | null }> {
-    return db.query(this.config(statement, values));
+    return db.query(this.config(statement, values)).catch((error: unknown) => {
+      throw notMigrated(error, this.schema.name);
+    });
   }
 
   /** Runs `body` in one transaction on a connection of this store's pool. */

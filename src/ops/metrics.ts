@@ -178,7 +178,7 @@ export class SkipqMetrics {
       const labels = { queue: job.queue, kind: job.kind };
       this.jobDuration.observe({ ...labels, outcome }, durationMs / 1000);
       if (outcome === "completed") this.completed.inc(labels);
-      else if (outcome === "dead" || (outcome === "retry" && job.attempt >= job.maxAttempts)) this.dead.inc(labels);
+      else if (outcome === "dead") this.dead.inc(labels);
       else if (outcome === "retry") this.failed.inc(labels);
       this.runningJobs.set({ worker: id }, worker.running);
     };

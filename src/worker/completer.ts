@@ -17,7 +17,7 @@
 import type { BackoffOptions } from "../core/backoff.js";
 import { backoffMs } from "../core/backoff.js";
 import { errorFingerprint, formatError } from "../core/errorFormat.js";
-import { type RetryIn, ValidationError } from "../core/errors.js";
+import { FailPermanently, type RetryIn, ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
@@ -138,6 +138,8 @@ export class Completer {
         settle("snooze", { delayMs: (error as RetryIn).delayMs });
         break;
       case "dead":
+        // A thrown error on the last attempt is a failed attempt too (FailPermanently is a decision, not one).
+        if (!(error instanceof FailPermanently)) this.o.stats.failed++;
         settle("dead", { error: this.errorText(error, job), fingerprint: errorFingerprint(job.kind, error) });
         break;
       case "cancelled":
@@ -158,7 +160,14 @@ export class Completer {
     if (lines && (lines.lines.length > 0 || lines.dropped > 0)) {
       running.attemptLines = undefined;
       const stored = this.settlements.length > settlements ? (this.settlements.at(-1)?.error ?? null) : null;
-      const entry = attemptEntry(lines, { attempt: job.attempt, worker: this.o.workerId, outcome, error: stored });
+      // An attempt that threw is "failed" in its log, the last one too (docs/jobs.md); "dead" is FailPermanently.
+      const logged = outcome === "dead" && !(error instanceof FailPermanently) ? "retry" : outcome;
+      const entry = attemptEntry(lines, {
+        attempt: job.attempt,
+        worker: this.o.workerId,
+        outcome: logged,
+        error: stored,
+      });
       this.attemptLogs.push({ id: job.id, lease, entry });
     }
     this.scheduleFlush();

@@ -130,6 +130,9 @@ export class Executor {
     } catch (error) {
       failure = error;
       outcome = classify(error, controller);
+      // The failure that uses the last attempt buries the job (jobSettleMany's rule): say so in jobEnd,
+      // the span and the attempt's log, not "retry".
+      if (outcome === "retry" && job.attempt >= job.maxAttempts) outcome = "dead";
     } finally {
       clearTimeout(timer);
     }

@@ -6,12 +6,15 @@
  */
 import type pg from "pg";
 import { type BackoffOptions, defaultBackoff } from "../core/backoff.js";
-import { PoolTooSmallError, SkipqError } from "../core/errors.js";
+import { PoolTooSmallError, SkipqError, ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { assertInt, assertName, toMs } from "../core/validate.js";
 import { createPool, type ResolvedSettings, workerSessionSettings } from "../db/pool.js";
 import { instanceId } from "../internal/instance.js";
 import type { WorkerOptions } from "./types.js";
+
+/** The shortest lease a worker accepts (see resolveSettings). */
+const MIN_LOCK_TIMEOUT_MS = 500;
 
 export interface WorkerSettings {
   id: string;
@@ -40,6 +43,11 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
   const concurrency = assertInt("concurrency", options.concurrency ?? 10, 1, 10_000);
   const prefetch = assertInt("prefetch", options.prefetch ?? 1000, 0, 10_000);
   const lockTimeoutMs = toMs("lockTimeout", options.lockTimeout ?? "30s", { allowZero: false });
+  if (lockTimeoutMs < MIN_LOCK_TIMEOUT_MS) {
+    throw new ValidationError(
+      `lockTimeout must be at least ${MIN_LOCK_TIMEOUT_MS} ms, got ${lockTimeoutMs} ms: it is the lease, renewed every lockTimeout / 3, and it bounds every statement on the worker's connections (statement_timeout), so a shorter one expires while its job runs; the default is 30s`,
+    );
+  }
   const heartbeatMs = toMs("heartbeatInterval", options.heartbeatInterval ?? lockTimeoutMs / 3, { allowZero: false });
   if (heartbeatMs >= lockTimeoutMs) {
     throw new SkipqError(

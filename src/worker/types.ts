@@ -6,7 +6,7 @@
 import type { Context as TraceContext } from "@opentelemetry/api";
 import type pg from "pg";
 import type { BackoffOptions } from "../core/backoff.js";
-import type { BulkItem } from "../core/enqueue.js";
+import type { BulkItem, CheckedItem, CheckedItems } from "../core/enqueue.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { Duration } from "../core/validate.js";
@@ -77,7 +77,10 @@ export interface JobContext<P = unknown> {
    * this job's success: they exist if and only if that outcome commits (nothing, if the handler then throws
    * or the lease was lost). Validated now; may be called more than once.
    */
-  spawn(children: ReadonlyArray<BulkItem>, options?: { then?: BulkItem }): Promise<void>;
+  spawn<T extends ReadonlyArray<BulkItem>, Then extends BulkItem = BulkItem>(
+    children: T & CheckedItems<T>,
+    options?: { then?: Then & CheckedItem<Then> },
+  ): Promise<void>;
 }
 
 /** Workflows: a parent as its dependent's handler sees it (`ctx.parents`). */
@@ -103,18 +106,19 @@ export interface ParentOutcome {
  */
 export type WorkerMiddleware = (ctx: JobContext, next: () => Promise<unknown>) => unknown | Promise<unknown>;
 
-export type Handler<P = unknown> = (payload: P, ctx: JobContext<P>) => unknown | Promise<unknown>;
+/** A job's handler: its resolved value is the job's result (of type `R` for a definition that declares one). */
+export type Handler<P = unknown, R = unknown> = (payload: P, ctx: JobContext<P>) => R | Promise<R>;
 
 export interface WorkerOptions {
   /** Queues to take jobs from. Default ["default"]. */
-  queues?: string[];
+  queues?: string[] | undefined;
   /** Handlers running at once. Default 10. */
-  concurrency?: number;
+  concurrency?: number | undefined;
   /**
    * Most jobs taken per claim; a claim never takes more than the free slots plus the free prefetch room.
    * Default: concurrency + prefetch (at most 1000).
    */
-  batchSize?: number;
+  batchSize?: number | undefined;
   /**
    * Most jobs claimed ahead of free slots and held (leased, heartbeated) in a local buffer, so the next claim
    * overlaps running handlers and each claim commits more jobs. The worker buffers only about two claim
@@ -125,78 +129,78 @@ export interface WorkerOptions {
    * buffered ones it could not confirm for a whole lease are handed back, not started (docs/deployment.md). 0 claims only for free
    * slots. Default 1000.
    */
-  prefetch?: number;
-  /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. Default "30s". */
-  lockTimeout?: Duration;
+  prefetch?: number | undefined;
+  /** How long a claim (and each heartbeat) leases a job; an expired lease is reaped. At least 500 ms. Default "30s". */
+  lockTimeout?: Duration | undefined;
   /** How often running jobs' leases are extended. Default lockTimeout / 3. */
-  heartbeatInterval?: Duration;
+  heartbeatInterval?: Duration | undefined;
   /** Longest idle wait between claims when no notification arrives. Default "1s". */
-  pollInterval?: Duration;
+  pollInterval?: Duration | undefined;
   /** On stop, how long in-flight handlers may finish before their signals abort. Default "10s". */
-  shutdownTimeout?: Duration;
+  shutdownTimeout?: Duration | undefined;
   /** After aborting, how long handlers get to settle before their jobs are released. Default "1s". */
-  abortGrace?: Duration;
+  abortGrace?: Duration | undefined;
   /** Per-job time limit: the signal aborts, the job fails (retry) and the slot is freed. Default: none. */
-  jobTimeout?: Duration;
+  jobTimeout?: Duration | undefined;
   /**
    * Priority aging: a job runnable for longer than this is claimed before any
    * other, oldest first, as if it had top priority, so a flood of high-priority
    * work cannot starve it. Default: none (strict priority order).
    */
-  priorityAging?: Duration;
+  priorityAging?: Duration | undefined;
   /** Retry backoff after a failure. Default { baseMs: 1000, maxMs: 3_600_000, jitter: 0.2 }. */
-  backoff?: Partial<BackoffOptions>;
+  backoff?: Partial<BackoffOptions> | undefined;
   /**
    * Run the maintainer in this process: it takes part in electing the schema's leader, which reaps
    * expired leases and applies retention (docs/architecture.md). false: none of it here. Default true.
    */
-  maintenance?: boolean | MaintenanceOptions;
+  maintenance?: boolean | MaintenanceOptions | undefined;
   /** Time between reaper passes (same as `maintenance.reaperInterval`). Default "5s". */
-  reaperInterval?: Duration;
+  reaperInterval?: Duration | undefined;
   /** A cron `Scheduler` this worker runs (started and stopped with it). Default: none. */
-  scheduler?: LocalService;
+  scheduler?: LocalService | undefined;
   /** LISTEN for new jobs on a dedicated connection. Default true (needs a connection string). */
-  listen?: boolean;
+  listen?: boolean | undefined;
   /** Connection string for the LISTEN connection, e.g. a direct one when the pool goes through PgBouncer. Default: the client's. */
-  listenConnectionString?: string;
+  listenConnectionString?: string | undefined;
   /** A pg pool for the worker's bookkeeping; must fit claim + outcomes + heartbeat + maintenance + one per handler. Default: skipq creates a pool of 5 (a second claim connection, so two claims can be in flight). */
-  pool?: pg.Pool;
+  pool?: pg.Pool | undefined;
   /** Identifies this worker in locked_by. Default host:pid:random. */
-  workerId?: string;
+  workerId?: string | undefined;
   /** Most outcomes recorded per statement. Default 2000. */
-  outcomeBatchSize?: number;
+  outcomeBatchSize?: number | undefined;
   /**
    * Lines of `ctx.log` (info, warn, error) kept per attempt and stored with the job (docs/jobs.md, "Attempt
    * logs"); a job keeps its 10 most recent attempts' lines. 0 keeps none (ctx.log then only writes to the
    * worker's logger). Default 100.
    */
-  attemptLogLines?: number;
+  attemptLogLines?: number | undefined;
   /**
    * Longest time a `ctx.progress()` value waits before it is written (with a heartbeat of the jobs that
    * have one). Default "1s".
    */
-  progressInterval?: Duration;
+  progressInterval?: Duration | undefined;
   /**
    * Largest result a handler may return, encoded as JSON, in bytes (docs/jobs.md, "Results"). A larger
    * one, or one JSON cannot store unchanged, fails the attempt with ResultTooLargeError or
    * ResultNotJsonError. Default 65536 (64 KiB).
    */
-  maxResultBytes?: number;
+  maxResultBytes?: number | undefined;
   /** Record this worker's id, queues and kinds in the workers table (for health checks), off the claim path. Default true. */
-  presence?: boolean;
+  presence?: boolean | undefined;
   /** Time between presence upserts; a worker not seen for three intervals counts as gone. Default "10s". */
-  presenceInterval?: Duration;
+  presenceInterval?: Duration | undefined;
   /** Check the schema version at start (refuse a database newer or older than this code). Default true. */
-  checkSchema?: boolean;
+  checkSchema?: boolean | undefined;
   /**
    * Applied to every error text before it is stored in last_error (and so before the CLI or dashboard show
    * it). Default: the job's own secrets (string values under secret-looking keys of its payload and
    * headers), `key=value` pairs with secret-looking keys, and bearer tokens become `[redacted]`.
    * `false` stores errors as they are.
    */
-  redactError?: ErrorRedactor | false;
+  redactError?: ErrorRedactor | false | undefined;
   /** @internal Fault-injection hooks for the chaos suite. */
-  hooks?: WorkerHooks;
+  hooks?: WorkerHooks | undefined;
 }
 
 /** @internal Named points where the chaos suite injects faults. */

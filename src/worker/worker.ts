@@ -17,7 +17,7 @@ import { EventEmitter } from "node:events";
 import type pg from "pg";
 import type { Enqueuer } from "../core/enqueue.js";
 import { SkipqError } from "../core/errors.js";
-import type { JobDefinition, PayloadOf } from "../core/job.js";
+import type { JobDefinition, PayloadOf, ResultOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { assertMiddleware } from "../core/middleware.js";
 import { defaultErrorRedactor } from "../core/secrets.js";
@@ -240,7 +240,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   /** Registers the handler for a job kind (typed by its definition). Returns this, for chaining. */
-  register<J extends JobDefinition<unknown> | string>(job: J, handler: Handler<PayloadOf<J>>): this {
+  register<J extends JobDefinition<unknown> | string>(job: J, handler: Handler<PayloadOf<J>, ResultOf<J>>): this {
     const definition = typeof job === "string" ? undefined : (job as JobDefinition<unknown>);
     const kind = assertName("kind", typeof job === "string" ? job : definition?.kind);
     if (typeof handler !== "function")

@@ -8,7 +8,15 @@ import fc from "fast-check";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { backoffMs, defaultBackoff, defineJob, Skipq, SkipqError, silentLogger } from "../../src/index.js";
+import {
+  backoffMs,
+  type Duration,
+  defaultBackoff,
+  defineJob,
+  Skipq,
+  SkipqError,
+  silentLogger,
+} from "../../src/index.js";
 import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import { type ChaosQueue, chaosQueue, recordResult, startServer, statusCounts, until } from "./harness.js";
 
@@ -339,7 +347,7 @@ describe("bad inputs", () => {
       ["priority NaN", () => q.skipq.enqueue("chaos", {}, { priority: Number.NaN })],
       ["delay -1", () => q.skipq.enqueue("chaos", {}, { delay: -1 })],
       ["delay Infinity", () => q.skipq.enqueue("chaos", {}, { delay: Number.POSITIVE_INFINITY })],
-      ["delay 'soon'", () => q.skipq.enqueue("chaos", {}, { delay: "soon" })],
+      ["delay 'soon'", () => q.skipq.enqueue("chaos", {}, { delay: "soon" as Duration })],
       ["jobTimeout 0", () => q.skipq.worker({ jobTimeout: 0 })],
       ["jobTimeout Infinity", () => q.skipq.worker({ jobTimeout: Number.POSITIVE_INFINITY })],
       ["lockTimeout 0", () => q.skipq.worker({ lockTimeout: 0 })],

@@ -2,6 +2,7 @@
  * Happy paths of every command, through the built binary against real
  * PostgreSQL: what each prints (human and --json) and what it changes.
  */
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { main } from "../../src/cli/main.js";
 import { DATABASE_URL, finishJobs, schemaName, type TestQueue, testQueue } from "../helpers.js";
@@ -134,6 +135,13 @@ describe.concurrent("cli commands", () => {
       });
       const human = await skipq(["stats"], env);
       expect(human.stdout).toMatch(/statsq\s+│\s+1 │\s+1 │/);
+    });
+
+    test("stats --help defines pending and scheduled as stats counts them, and as docs/cli.md does", async () => {
+      const help = await skipq(["stats", "--help"]);
+      expect(help.stdout).toContain('"pending" counts the jobs runnable now; "scheduled" the pending ones not due yet');
+      const doc = readFileSync("docs/cli.md", "utf8").replace(/\s+/g, " ");
+      expect(doc).toContain("`pending` counts the jobs runnable now; `scheduled` the pending ones not due yet");
     });
 
     test("jobs filters by status and queue and honours --limit", async () => {

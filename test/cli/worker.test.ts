@@ -4,12 +4,14 @@
  * SIGTERM (running jobs finish, nothing new is claimed) and stops at once on a
  * second signal (unfinished jobs go back to pending without using an attempt).
  */
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { readFile, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
-import { type Running, start } from "./run.js";
+import { cliEnv, ROOT, type Running, start } from "./run.js";
 
 let t: TestQueue;
 const log = path.join(os.tmpdir(), `skipq-cli-worker-${process.pid}.log`);
@@ -34,6 +36,61 @@ async function status(id: string) {
   const { rows } = await t.db.query(`SELECT status, attempts, lease FROM "${t.schema}".all_jobs WHERE id = $1`, [id]);
   return rows[0] as { status: string; attempts: number; lease: string | null };
 }
+
+test("npx skipq worker stops gracefully on a SIGTERM sent to npx, which passes it only to its shell", async () => {
+  // An application with skipq installed: npx runs node_modules/.bin/skipq under `sh -c`.
+  const app = mkdtempSync(path.join(os.tmpdir(), "skipq-npx-"));
+  writeFileSync(path.join(app, "package.json"), '{ "name": "npx-app", "private": true }\n');
+  mkdirSync(path.join(app, "node_modules", ".bin"), { recursive: true });
+  symlinkSync(ROOT, path.join(app, "node_modules", "skipq"), "dir");
+  symlinkSync("../skipq/bin/skipq.js", path.join(app, "node_modules", ".bin", "skipq"));
+  const tasks = path.join(ROOT, "examples/tasks.mjs");
+  const npx = spawn("npx", ["--no", "skipq", "worker", "--tasks", tasks, "--queue", "npx"], {
+    cwd: app,
+    env: cliEnv({ DATABASE_URL, SKIPQ_SCHEMA: t.schema }),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  npx.stdout.on("data", (chunk) => {
+    out += chunk;
+  });
+  npx.stderr.on("data", (chunk) => {
+    out += chunk;
+  });
+  let pid: number | undefined;
+  const alive = () => {
+    try {
+      return pid !== undefined && process.kill(pid, 0);
+    } catch {
+      return false;
+    }
+  };
+  try {
+    // The worker's id is host:pid:random; its pid is what must exit.
+    pid = Number(
+      (
+        await until("the worker to be ready", () => /skipq worker: [^:\s]+:(\d+):\S+ running .*ready/.exec(out), 60_000)
+      )[1],
+    );
+    npx.kill("SIGTERM");
+    await until("the worker process to exit", () => !alive(), 20_000);
+    expect(out).toContain("stopped: 0 completed");
+  } finally {
+    if (alive() && pid !== undefined) process.kill(pid, "SIGKILL");
+    npx.kill("SIGKILL");
+    rmSync(app, { recursive: true, force: true });
+  }
+});
+
+test("worker prints a job that fails its last attempt as dead, never as one that will retry", async () => {
+  const { id } = await t.skipq.enqueue("send-email", {}, { queue: "bury", maxAttempts: 1 });
+  const w = worker("bury");
+  await until("dead", async () => (await status(id)).status === "dead", 30_000);
+  w.child.kill("SIGTERM");
+  const result = await w.exited;
+  expect(result.stderr).toContain(`job ${id} (send-email) is dead after attempt 1/1: payload.to must be`);
+  expect(result.stderr).not.toContain("will retry");
+});
 
 test("worker runs every job of its queue with the tasks module's handlers, then SIGTERM exits 0", async () => {
   const jobs = Array.from({ length: 20 }, (_, i) => ({

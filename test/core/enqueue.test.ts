@@ -5,12 +5,14 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { z } from "zod";
-import { NAME_PATTERN } from "../../src/core/validate.js";
+import { type Duration, NAME_PATTERN } from "../../src/core/validate.js";
 import {
   defineJob,
   PayloadInvalidError,
   PayloadNotJsonError,
   PayloadTooLargeError,
+  Skipq,
+  silentLogger,
   ValidationError,
 } from "../../src/index.js";
 import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
@@ -25,6 +27,45 @@ async function count(where = "true", values: unknown[] = []): Promise<number> {
   const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE ${where}`, values);
   return rows[0].n;
 }
+
+test("every enqueue path on a schema that was never migrated says to run skipq migrate, and creates nothing", async () => {
+  const schema = `${t.schema}_unmigrated`;
+  const fresh = new Skipq({ connectionString: DATABASE_URL, schema, logger: silentLogger });
+  const db = new pg.Client({ connectionString: DATABASE_URL });
+  await db.connect();
+  try {
+    const inTx = async () => {
+      await db.query("BEGIN");
+      try {
+        return await fresh.enqueueTx(db, "never", {});
+      } finally {
+        await db.query("ROLLBACK");
+      }
+    };
+    const calls: Array<[string, () => Promise<unknown>]> = [
+      ["enqueue", () => fresh.enqueue("never", {})],
+      ["enqueue with a key", () => fresh.enqueue("never", {}, { idempotencyKey: "k" })],
+      ["enqueueMany", () => fresh.enqueueMany([{ job: "never", payload: {} }])],
+      ["enqueueMany (COPY)", () => fresh.enqueueMany([{ job: "never", payload: {} }], { returning: false })],
+      ["enqueueTx", inTx],
+    ];
+    for (const [what, call] of calls) {
+      const error = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect({ what, error }).toMatchObject({
+        what,
+        error: { code: "SKIPQ_SCHEMA_NOT_MIGRATED", message: expect.stringMatching(/skipq migrate.*migrate\(\)/) },
+      });
+    }
+    const { rows } = await db.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = $1", [schema]);
+    expect(rows[0].n).toBe(0);
+  } finally {
+    await db.end();
+    await fresh.close();
+  }
+});
 
 test("an enqueued job is stored pending with its options and defaults", async () => {
   const { id, created } = await t.skipq.enqueue("stored", { a: 1 }, { queue: "mail", priority: 5, maxAttempts: 3 });
@@ -234,8 +275,8 @@ describe("bad input throws a typed error and writes nothing", () => {
     ["an empty queue", () => t.skipq.enqueue("bad", {}, { queue: "" }), ValidationError],
     ["a queue with a newline", () => t.skipq.enqueue("bad", {}, { queue: "a\nb" }), ValidationError],
     ["a negative delay", () => t.skipq.enqueue("bad", {}, { delay: "-5s" }), ValidationError],
-    ["a nonsense delay", () => t.skipq.enqueue("bad", {}, { delay: "5 parsecs" }), ValidationError],
-    ["an empty delay", () => t.skipq.enqueue("bad", {}, { delay: "" }), ValidationError],
+    ["a nonsense delay", () => t.skipq.enqueue("bad", {}, { delay: "5 parsecs" as Duration }), ValidationError],
+    ["an empty delay", () => t.skipq.enqueue("bad", {}, { delay: "" as Duration }), ValidationError],
     ["a blank delay", () => t.skipq.enqueue("bad", {}, { delay: "   " }), ValidationError],
     ["maxAttempts 0", () => t.skipq.enqueue("bad", {}, { maxAttempts: 0 }), ValidationError],
     ["maxAttempts -1", () => t.skipq.enqueue("bad", {}, { maxAttempts: -1 }), ValidationError],

@@ -1,11 +1,46 @@
 /** Every example under examples/ runs against the real database and does what its docs say. */
+import { spawn } from "node:child_process";
+import pg from "pg";
 import { afterAll, expect, test } from "vitest";
-import { dropExampleSchemas, runExample } from "../helpers.js";
+import { DATABASE_URL, dropExampleSchemas, runExample, schemaName } from "../helpers.js";
+import { until } from "../until.js";
 
 afterAll(dropExampleSchemas);
 
 test("examples/quickstart.ts enqueues two jobs and its worker sends both", async () => {
   expect(await runExample("examples/quickstart.ts")).toContain("sent 2 emails");
+});
+
+test("examples/quickstart.ts run again on the same schema ends, sending only the email whose idempotency key is new", async () => {
+  const env = { SKIPQ_SCHEMA: schemaName("quickstart_again") };
+  expect(await runExample("examples/quickstart.ts", env)).toContain("sent 2 emails");
+  expect(await runExample("examples/quickstart.ts", env)).toMatch(/^sent 1 email$/m);
+});
+
+test("examples/worker.ts (the README's worker) exits 0 within 5 s of SIGTERM", async () => {
+  const schema = schemaName("worker_sigterm");
+  const child = spawn(process.execPath, ["--import", "tsx", "examples/worker.ts"], {
+    env: { ...process.env, SKIPQ_SCHEMA: schema },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  try {
+    let out = "";
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+    });
+    await until("the worker to say it is ready", () => out.includes("worker ready"), 30_000);
+    child.kill("SIGTERM");
+    const late = new Promise((resolve) => setTimeout(() => resolve("still running 5 s after SIGTERM"), 5_000).unref());
+    expect(await Promise.race([exited, late])).toBe(0);
+  } finally {
+    child.kill("SIGKILL");
+    await exited;
+    const db = new pg.Client({ connectionString: DATABASE_URL });
+    await db.connect();
+    await db.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await db.end();
+  }
 });
 
 test("examples/dashboard.ts mounts the dashboard: 401 without the token, the queue listed with it", async () => {

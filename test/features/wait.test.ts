@@ -8,7 +8,15 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { Admin, defineJob, Skipq, silentLogger, WaitTimeoutError, type Worker } from "../../src/index.js";
+import {
+  Admin,
+  type Duration,
+  defineJob,
+  Skipq,
+  silentLogger,
+  WaitTimeoutError,
+  type Worker,
+} from "../../src/index.js";
 import { DATABASE_URL, gate, type TestQueue, testQueue, until } from "../helpers.js";
 import { startWorkerProcesses } from "../processes.js";
 
@@ -26,7 +34,7 @@ afterAll(async () => {
 });
 
 /** Another client of the same schema (a separate LISTEN connection and pool). */
-function client(pollInterval = "10m"): Skipq {
+function client(pollInterval: Duration = "10m"): Skipq {
   const c = new Skipq({
     connectionString: DATABASE_URL,
     schema: t.schema,
@@ -106,7 +114,9 @@ test("a timeout rejects with WaitTimeoutError naming the job and its status, and
 test("waitFor rejects for a job that does not exist, and on bad input before any SQL", async () => {
   await expect(t.skipq.waitFor("999999999", { timeout: "5s" })).rejects.toMatchObject({ code: "SKIPQ_NOT_FOUND" });
   await expect(t.skipq.waitFor("abc")).rejects.toMatchObject({ code: "SKIPQ_INVALID_ARGUMENT" });
-  await expect(t.skipq.waitFor("1", { timeout: "soon" })).rejects.toMatchObject({ code: "SKIPQ_INVALID_ARGUMENT" });
+  await expect(t.skipq.waitFor("1", { timeout: "soon" as Duration })).rejects.toMatchObject({
+    code: "SKIPQ_INVALID_ARGUMENT",
+  });
 });
 
 test("an aborted signal rejects the wait with its reason", async () => {

@@ -267,7 +267,7 @@ class Enqueue implements Cmd {
       maxAttempts: o.maxAttempts,
       ...(ckey ? { concurrencyKey: ckey } : {}),
     };
-    const delay = o.delayed ? { delay: "1h" } : {};
+    const delay = o.delayed ? { delay: "1h" as const } : {};
     const fresh = (id: string, extra: Partial<MJob> = {}) =>
       newJob(id, {
         queue,

@@ -26,7 +26,8 @@ afterAll(async () => {
 
 if (!rabbitUp) {
   describe("rabbitmq sink", () => {
-    test("RabbitMQ is absent, so its tests cannot run", () => absentService("RabbitMQ", `nothing at ${RABBIT_URL}`));
+    test("RabbitMQ is absent, so its tests cannot run", (ctx) =>
+      absentService(ctx, "RabbitMQ", `nothing at ${RABBIT_URL}`));
   });
 } else {
   describe("rabbitmq sink", () => {
@@ -83,7 +84,8 @@ if (!rabbitUp) {
 
 if (!natsUp) {
   describe("nats jetstream sink", () => {
-    test("NATS is absent, so its tests cannot run", () => absentService("NATS JetStream", `nothing at ${NATS_SERVER}`));
+    test("NATS is absent, so its tests cannot run", (ctx) =>
+      absentService(ctx, "NATS JetStream", `nothing at ${NATS_SERVER}`));
   });
 } else {
   describe("nats jetstream sink", () => {

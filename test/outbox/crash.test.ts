@@ -72,8 +72,8 @@ test.each([1, 10])(
 
 if (!natsUp) {
   describe("pipelined relay crash", () => {
-    test("NATS is absent, so the pipelined crash test cannot run", () =>
-      absentService("NATS JetStream", `nothing at ${NATS_SERVER}`));
+    test("NATS is absent, so the pipelined crash test cannot run", (ctx) =>
+      absentService(ctx, "NATS JetStream", `nothing at ${NATS_SERVER}`));
   });
 } else {
   test("a pipelining relay (NATS JetStream, runs of up to 1,000) SIGKILLed mid-stream loses nothing and never reorders a key; a new relay finishes", async () => {

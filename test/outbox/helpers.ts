@@ -5,7 +5,7 @@
 import { once } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { expect } from "vitest";
+import { expect, type TestContext } from "vitest";
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, verifyWebhook } from "../../src/index.js";
 
 export const SECRET = "test-secret-0123456789";
@@ -75,10 +75,12 @@ export async function reachable(host: string, port: number): Promise<boolean> {
 }
 
 /**
- * When a service a suite needs is absent: say so visibly, and fail under CI,
- * where the service is provisioned and the suite must really run.
+ * When a service or toolchain a suite needs is absent: fail under CI, where .ci/run provisions it and
+ * the suite must really run; elsewhere mark the test skipped with the reason, so the summary counts it
+ * as skipped, never as passed (call it with the test's context: `(ctx) => absentService(ctx, …)`).
  */
-export function absentService(what: string, why: string): void {
-  console.warn(`[skipq tests] ${what} tests not run: ${why}`);
+export function absentService(ctx: TestContext, what: string, why: string): void {
   expect(process.env.CI, `${what} must be reachable in CI (${why})`).toBeFalsy();
+  console.warn(`[skipq tests] ${what} tests not run: ${why}`);
+  ctx.skip(`${what} is absent: ${why}`);
 }

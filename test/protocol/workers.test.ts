@@ -131,8 +131,8 @@ if (psqlReady) {
   });
 } else {
   describe("the protocol from psql", () => {
-    test("psql is absent, so examples/protocol.sql cannot run", () =>
-      absentService("psql example", "no psql on PATH (apt-get install -y postgresql-client)"));
+    test("psql is absent, so examples/protocol.sql cannot run", (ctx) =>
+      absentService(ctx, "psql example", "no psql on PATH (apt-get install -y postgresql-client)"));
   });
 }
 
@@ -205,8 +205,8 @@ if (pythonReady) {
   });
 } else {
   describe("the Python worker (asyncpg)", () => {
-    test("python3-asyncpg is absent, so the Python worker cannot run", () =>
-      absentService("Python worker", `${PYTHON} cannot import asyncpg (apt-get install -y python3-asyncpg)`));
+    test("python3-asyncpg is absent, so the Python worker cannot run", (ctx) =>
+      absentService(ctx, "Python worker", `${PYTHON} cannot import asyncpg (apt-get install -y python3-asyncpg)`));
   });
 }
 
@@ -224,8 +224,9 @@ if (goReady) {
   });
 } else {
   describe("the Go worker (pgx v4)", () => {
-    test("go or pgx v4 is absent, so the Go worker cannot run", () =>
+    test("go or pgx v4 is absent, so the Go worker cannot run", (ctx) =>
       absentService(
+        ctx,
         "Go worker",
         "no go toolchain or pgx v4 (apt-get install -y golang-go golang-github-jackc-pgx-v4-dev)",
       ));

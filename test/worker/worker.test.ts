@@ -12,6 +12,7 @@ import {
   defineJob,
   FailPermanently,
   type JobContext,
+  type Outcome,
   PoolTooSmallError,
   RetryIn,
   silentLogger,
@@ -78,6 +79,24 @@ test("a failing job goes back to pending with backoff from the database clock, t
   await t.db.query(`UPDATE "${t.schema}".jobs SET run_at = now() WHERE id = $1`, [id]);
   await until("dead", async () => (await job(id)).status === "dead");
   expect((await job(id)).attempts).toBe(2);
+});
+
+test("jobEnd reports the attempt that uses up a job's attempts as dead, the ones before it as retry", async () => {
+  const ends: Array<[number, Outcome]> = [];
+  const w = worker("last-attempt", { backoff: { baseMs: 1, jitter: 0 } }).register("last", () => {
+    throw new Error("no luck");
+  });
+  w.on("jobEnd", (ended, outcome) => ends.push([ended.attempt, outcome]));
+  await w.start();
+  const { id } = await t.skipq.enqueue("last", {}, { queue: "last-attempt", maxAttempts: 2 });
+  await until("dead", async () => (await job(id)).status === "dead");
+  await until("both attempts ended", () => ends.length === 2);
+  expect(ends).toEqual([
+    [1, "retry"],
+    [2, "dead"],
+  ]);
+  expect(w.stats.failed).toBe(2);
+  expect((await job(id)).last_error).toMatch(/no luck/);
 });
 
 test("non-Error throws, rejected promises and late rejections are recorded and never crash the process", async () => {
@@ -335,6 +354,14 @@ test("a killed listener connection does not stop processing, and it reconnects",
   expect(w.listener?.backendPid).not.toBe(pid);
   const again = await t.skipq.enqueue("l", {}, { queue: "listen" });
   await until("completed after reconnect", async () => (await job(again.id)).status === "completed");
+});
+
+test("a lease shorter than 500 ms is refused when the worker is made, saying why, before any SQL", () => {
+  for (const lockTimeout of [1, 499, "100ms"] as const)
+    expect(() => t.skipq.worker({ lockTimeout }), String(lockTimeout)).toThrow(
+      /lockTimeout must be at least 500 ms.*statement_timeout/,
+    );
+  expect(() => t.skipq.worker({ lockTimeout: 500 })).not.toThrow();
 });
 
 test("a worker given a pool too small for its concurrency says how large it must be", () => {

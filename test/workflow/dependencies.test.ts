@@ -112,7 +112,7 @@ test("a dependency on a job that does not exist is a ValidationError and writes 
   ).rejects.toThrow(ValidationError);
   // A waiting job is released by its parents, so a uniqueness window or debounce key cannot hold it.
   const parent = await t.skipq.enqueue("ok", {}, { queue: "none-parent" });
-  const combos = [{ unique: { period: "1h" } }, { debounce: { delay: "1s" } }];
+  const combos = [{ unique: { period: "1h" } }, { debounce: { delay: "1s" } }] as const;
   for (const extra of combos)
     await expect(t.skipq.enqueue("ok", {}, { queue: "none", dependsOn: [parent.id], ...extra })).rejects.toThrow(
       /cannot be combined with dependsOn/,

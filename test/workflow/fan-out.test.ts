@@ -63,7 +63,7 @@ test("a fan-out of 10,000 children with a fan-in completes each once, and the cl
   expect(before.indexes).toContain("jobs_pending_claim");
 
   const items = [
-    { job: "root", payload: {}, queue, delay: "1h" }, // released below, after the plain drain
+    { job: "root", payload: {}, queue, delay: "1h" as const }, // released below, after the plain drain
     ...Array.from({ length: N }, (_, n) => ({ job: "child", payload: { n }, queue, dependsOn: [{ item: 0 }] })),
     { job: "fanin", payload: {}, queue, dependsOn: Array.from({ length: N }, (_, n) => ({ item: n + 1 })) },
   ];

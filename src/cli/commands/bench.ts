@@ -12,8 +12,10 @@ import { type GlobalOptions, resolveConfig } from "../context.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 
 export function benchCommand(program: Command): void {
+  // An installed package has no harness: the command stays (it says where to run it) but leaves the help.
+  const harness = fileURLToPath(new URL("../../../../bench/run.ts", import.meta.url));
   program
-    .command("bench")
+    .command("bench", { hidden: !existsSync(harness) })
     .description("run the benchmarks (bench/run.ts in a checkout of the repository); arguments pass through")
     .argument("[args...]", "arguments for bench/run.ts (see `skipq bench -- --help`)")
     .allowUnknownOption(true)

@@ -6,6 +6,7 @@
  */
 import type { Command } from "commander";
 import { iso, printJson, table, withSession } from "../context.js";
+import { shippedDoc } from "../docs.js";
 import { parseName } from "../parse.js";
 import { print } from "../terminal.js";
 
@@ -24,7 +25,7 @@ Examples:
   cron
     .command("list")
     .description("every schedule with its expression, time zone, last tick enqueued and next tick")
-    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .option("--json", `print the stable JSON format (see ${shippedDoc("cli.md")})`)
     .action(async (options: { json?: boolean }, command: Command) => {
       await withSession(command, async ({ admin }) => {
         const schedules = await admin.cronSchedules();

@@ -8,6 +8,7 @@
 import type { Command } from "commander";
 import { displayError } from "../../ops/display.js";
 import { firstLine, iso, printJson, table, withSession } from "../context.js";
+import { shippedDoc } from "../docs.js";
 import { parseInteger, parseName } from "../parse.js";
 import { print } from "../terminal.js";
 
@@ -17,7 +18,7 @@ export function deadCommand(program: Command): void {
     .description("dead jobs grouped by error, most frequent first")
     .option("-q, --queue <name>", "only this queue")
     .option("-n, --limit <n>", "at most this many groups (1-1000)", "20")
-    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .option("--json", `print the stable JSON format (see ${shippedDoc("cli.md")})`)
     .addHelpText(
       "after",
       `

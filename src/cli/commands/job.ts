@@ -10,6 +10,7 @@ import type { JobRow } from "../../ops/adminTypes.js";
 import { defaultRedactor, redactKeys } from "../../ops/dashboard/redact.js";
 import { attemptLogsText, displayJson, errorRedactorFor } from "../../ops/display.js";
 import { iso, printJson, table, withSession } from "../context.js";
+import { shippedDoc } from "../docs.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
 import { print } from "../terminal.js";
@@ -56,7 +57,7 @@ export function jobCommand(program: Command): void {
     .command("job")
     .description("show one job: every field, its payload, result, progress, last error and attempt logs")
     .argument("<id>", "the job's id")
-    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .option("--json", `print the stable JSON format (see ${shippedDoc("cli.md")})`)
     .addHelpText(
       "after",
       `

@@ -8,6 +8,7 @@ import { closest } from "../../core/errors.js";
 import { JOB_STATUSES, type JobStatus } from "../../ops/adminTypes.js";
 import { displayError } from "../../ops/display.js";
 import { firstLine, iso, printJson, table, withSession } from "../context.js";
+import { shippedDoc } from "../docs.js";
 import { CliError } from "../errors.js";
 import { parseId, parseInteger, parseName } from "../parse.js";
 import { print } from "../terminal.js";
@@ -44,7 +45,7 @@ export function jobsCommand(program: Command): void {
     .option("-k, --kind <kind>", "only this kind")
     .option("-n, --limit <n>", "at most this many (1-1000)", "50")
     .option("--before <id>", "only jobs with a smaller id (to page through)")
-    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .option("--json", `print the stable JSON format (see ${shippedDoc("cli.md")})`)
     .addHelpText(
       "after",
       `

@@ -5,6 +5,7 @@
  */
 import type { Command } from "commander";
 import { iso, printJson, table, withSession } from "../context.js";
+import { shippedDoc } from "../docs.js";
 import { CliError } from "../errors.js";
 import { parseDuration, parseInteger, parseName } from "../parse.js";
 import { print } from "../terminal.js";
@@ -71,7 +72,7 @@ Examples:
     .command("show")
     .description("limits of one queue or of every queue with settings, and keys paused now")
     .argument("[queue]", "queue name")
-    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .option("--json", `print the stable JSON format (see ${shippedDoc("cli.md")})`)
     .action(async (queue: string | undefined, options: { json?: boolean }, command: Command) => {
       if (queue !== undefined) parseName("queue", queue);
       await withSession(command, async ({ admin }) => {

@@ -5,6 +5,7 @@
  */
 import type { Command } from "commander";
 import { iso, printJson, table, withSession } from "../context.js";
+import { shippedDoc } from "../docs.js";
 import { parseName } from "../parse.js";
 import { print } from "../terminal.js";
 
@@ -49,7 +50,7 @@ Examples:
   queue
     .command("list")
     .description("queues with settings, and whether each is paused")
-    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .option("--json", `print the stable JSON format (see ${shippedDoc("cli.md")})`)
     .action(async (options: { json?: boolean }, command: Command) => {
       await withSession(command, async ({ admin }) => {
         const queues = await admin.listQueueSettings();

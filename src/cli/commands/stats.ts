@@ -4,19 +4,20 @@
  */
 import type { Command } from "commander";
 import { formatAge, printJson, table, withSession } from "../context.js";
+import { shippedDoc } from "../docs.js";
 import { print } from "../terminal.js";
 
 export function statsCommand(program: Command): void {
   program
     .command("stats")
     .description("counts by queue and status, oldest pending age, paused queues")
-    .option("--json", "print the stable JSON format (see docs/cli.md)")
+    .option("--json", `print the stable JSON format (see ${shippedDoc("cli.md")})`)
     .addHelpText(
       "after",
       `
-"pending" counts every pending job; "scheduled" is the part of it not due yet.
-Health warnings (see docs/metrics.md#health) are printed first, and under
-"health" in --json.
+"pending" counts the jobs runnable now; "scheduled" the pending ones not due yet.
+Health warnings (see ${shippedDoc("metrics.md#health")}) are printed first, and
+under "health" in --json.
 
 Examples:
   $ skipq stats

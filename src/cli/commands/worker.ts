@@ -32,6 +32,24 @@ interface WorkerFlags {
   quiet?: boolean;
 }
 
+/**
+ * `npx skipq worker` and `npm run` scripts start this process under `sh -c`, and npm passes SIGTERM to
+ * that shell alone, which dies of it without passing it on: the worker would live on, orphaned, until
+ * SIGKILL. Started by npm (npm_command is set), a parent that goes away is taken as the SIGTERM that
+ * never arrived. Not otherwise: `nohup skipq worker &` must outlive its shell. Checked every 500 ms.
+ */
+function watchForOrphaning(onOrphaned: () => void): NodeJS.Timeout | undefined {
+  if (process.env.npm_command === undefined) return undefined;
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    onOrphaned();
+  }, 500);
+  timer.unref();
+  return timer;
+}
+
 function log(line: string): void {
   printError(`skipq worker: ${line}\n`);
 }
@@ -103,6 +121,7 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
         void worker?.stop();
       };
       let worker: ReturnType<Skipq["worker"]> | undefined;
+      let orphanWatch: NodeJS.Timeout | undefined;
       let metricsServer: MetricsServer | undefined;
       try {
         await checkSchema(skipq);
@@ -133,6 +152,10 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
         await active.start();
         process.on("SIGTERM", onSignal);
         process.on("SIGINT", onSignal);
+        orphanWatch = watchForOrphaning(() => {
+          log("the npm/npx process that started this worker is gone (it passes SIGTERM only to its shell)");
+          onSignal("SIGTERM");
+        });
         log(
           `${active.id} running ${[...handlers.keys()].join(", ")} from queue${options.queues?.length === 1 ? "" : "s"} ${options.queues?.join(", ")} (concurrency ${active.concurrency}); schema "${config.schema}" at ${describeTarget(connectionString)}; ready`,
         );
@@ -143,6 +166,7 @@ Stopping: SIGTERM or Ctrl-C stops gracefully; a second one stops at once
         await worker?.stop().catch(() => undefined);
         throw asCliError(error, config);
       } finally {
+        clearInterval(orphanWatch);
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
         await metricsServer?.close();

@@ -7,6 +7,7 @@ import type { Skipq } from "../../core/client.js";
 import { demoStatements } from "../../db/sql/demo.js";
 import { Admin } from "../../ops/admin.js";
 import { table } from "../context.js";
+import { shippedDoc } from "../docs.js";
 import { CliError, describeTarget, EXIT_FAILURE } from "../errors.js";
 import type { DemoOptions } from "./sample.js";
 
@@ -155,5 +156,5 @@ export function nextSteps(options: DemoOptions, schema: string, url: string, emb
   // Long commands (the enqueue example) are not allowed to push every description far right.
   const width = Math.max(...hints.map(([command]) => command.length).filter((length) => length <= 40));
   for (const [command, what] of hints) say(`  ${env}${self} ${command.padEnd(width)}   ${what}`);
-  say("  Docs: docs/cli.md (every command), README.md (the library).");
+  say(`  Docs: ${shippedDoc("cli.md")} (every command), README.md (the library).`);
 }

@@ -335,7 +335,8 @@ export class Authenticator {
     try {
       return await this.store.query(statement, values);
     } catch (error) {
-      if ((error as { code?: string }).code === "42P01")
+      // Store.query turns a missing table (42P01) into SKIPQ_SCHEMA_NOT_MIGRATED; say which table.
+      if ((error as { code?: string }).code === "SKIPQ_SCHEMA_NOT_MIGRATED")
         throw new SkipqError(
           "SKIPQ_SCHEMA_NOT_MIGRATED",
           "the dashboard keeps sessions in the dashboard_sessions table, which this schema lacks; run `skipq migrate` or call migrate() first",

@@ -17,7 +17,7 @@ export interface DashboardOptions {
   skipq?: Skipq;
   /** Used when `skipq` is not given. Default: `DATABASE_URL`. */
   connectionString?: string;
-  /** Schema, when `skipq` is not given. Default "skipq". */
+  /** Schema, when `skipq` is not given. Default: `SKIPQ_SCHEMA`, else "skipq". */
   schema?: string;
   /**
    * Credentials. Default: from `SKIPQ_DASHBOARD_TOKEN`, `SKIPQ_DASHBOARD_USER` and

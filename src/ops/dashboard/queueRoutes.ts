@@ -5,7 +5,7 @@
  * runtime's shared cache; invalid limits are answered as a flash, not a 500.
  */
 import { ValidationError } from "../../core/errors.js";
-import { NAME_PATTERN } from "../../core/validate.js";
+import { type Duration, NAME_PATTERN } from "../../core/validate.js";
 import type { Admin } from "../admin.js";
 import type { StatsPoint, StatsRange } from "../adminTypes.js";
 import { decodePathSegment, formParam, HttpError, limitsOf, param, rangeOf } from "./request.js";
@@ -94,7 +94,7 @@ export async function queueActions(rt: DashboardRuntime, r: ActionRequest): Prom
       }
       const key = formParam(form, "key");
       if (m[2] === "keys/pause") {
-        const until = await admin.pauseKey(queue, key || null, formParam(form, "for") || "10m");
+        const until = await admin.pauseKey(queue, key || null, (formParam(form, "for") || "10m") as Duration);
         await record("key pause", `queue ${queue}`, { key: key || null, until: until.toISOString() });
         return done(`${key ? `Key ${key}` : "The whole queue"} of ${queue} is paused until ${until.toISOString()}.`);
       }

@@ -6,6 +6,7 @@
  */
 import type http from "node:http";
 import { ValidationError } from "../../core/errors.js";
+import type { Duration } from "../../core/validate.js";
 import {
   JOB_STATUSES,
   type JobFilter,
@@ -69,7 +70,7 @@ export function limitsOf(form: URLSearchParams): QueueLimits {
     rate:
       rateLimit === null
         ? null
-        : { limit: rateLimit, window: windowText, perKey: formParam(form, "ratePerKey") === "true" },
+        : { limit: rateLimit, window: windowText as Duration, perKey: formParam(form, "ratePerKey") === "true" },
   };
 }
 
