@@ -197,9 +197,7 @@ test("making partitions while an outcome transaction writes both history tables 
     // The open outcome holds both history tables; the pass must not need a lock that conflicts with it.
     const pass = await new Pruner(t.skipq).runOnce();
     expect(pass.leader).toBe(true);
-    const { rows } = await t.db.query(
-      `SELECT count(*)::int AS n FROM ${s}.history_partitions WHERE lower > now()`,
-    );
+    const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM ${s}.history_partitions WHERE lower > now()`);
     expect(rows[0].n).toBeGreaterThanOrEqual(2);
     await outcome.query("COMMIT");
     const { rows: landed } = await t.db.query(

@@ -382,8 +382,9 @@ class Enqueue implements Cmd {
         );
         const ids = result.jobs.map((j) => j.id);
         for (const id of ids) m.jobs.set(id, fresh(id, { due: true }));
+        // The callbacks carry no options: the default of 10 attempts.
         const cb = (id: string, policy: Policy) =>
-          m.jobs.set(id, newJob(id, { queue, status: "waiting", parents: ids, policy }));
+          m.jobs.set(id, newJob(id, { queue, status: "waiting", parents: ids, policy, maxAttempts: 10 }));
         cb(result.onComplete?.id as string, "run");
         cb(result.onSuccess?.id as string, "cancel");
         return;
