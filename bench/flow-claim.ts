@@ -34,6 +34,7 @@ async function measure(label: string, agingMs: number | undefined): Promise<void
     leaseMs: 30_000,
     agingMs,
     refreshMs: 60_000,
+    sweepEveryMs: 10_000,
     logger: silentLogger,
   });
   await claimer.start();

@@ -14,6 +14,7 @@ import type pg from "pg";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { InsertRow, JobStore } from "../db/jobStore.js";
 import type { Queryable } from "../db/queryable.js";
+import { FLOOR_MARGIN_MS } from "../db/sql/jobs.js";
 import { withTransaction } from "../db/transaction.js";
 import { type TraceHeaders, withTraceContext } from "../ops/telemetry.js";
 import { ValidationError } from "./errors.js";
@@ -194,7 +195,7 @@ export class Enqueuer {
     if (row.unique || row.debounce) return this.insertFeatured(db, row, inTx);
     const inserted = await this.jobs.insertOne(db, row, inTx);
     if (inserted) {
-      if (!inTx && inserted.due) this.notifier.nudge(row.queue);
+      if (!inTx && inserted.due) this.notifier.nudge(inserted.behind ? `!ready:${row.queue}` : row.queue);
       return { id: inserted.id, created: true };
     }
     const existing = await this.jobs.findByKey(db, row.queue, row.key as string);
@@ -220,8 +221,9 @@ export class Enqueuer {
       : await this.features.insertUnique(db, row);
     if (inserted) {
       if (inserted.due) {
-        if (inTx) await this.jobs.notify(db, [row.queue]);
-        else this.notifier.nudge(row.queue);
+        const wake = wakeFor(row) ?? row.queue;
+        if (inTx) await this.jobs.notify(db, [wake]);
+        else this.notifier.nudge(wake);
       }
       return { id: inserted.id, created: inserted.created ?? true };
     }
@@ -401,8 +403,24 @@ function canonicalJson(value: unknown): string {
 }
 
 /** Queues with a job runnable now (the ones whose workers a NOTIFY should wake). */
+/**
+ * The wake-ups rows due now need: their queue names, or '!ready:<queue>' for a row whose explicit runAt is
+ * further back than the claim floors' margin (workers then read the queue afresh: worker/floors.ts). Rows due
+ * later send none: polling finds them.
+ */
 function dueQueues(rows: readonly InsertRow[]): Set<string> {
   const queues = new Set<string>();
-  for (const r of rows) if (r.runAt === null && r.delayMs === 0) queues.add(r.queue);
+  for (const r of rows) {
+    const wake = wakeFor(r);
+    if (wake !== undefined) queues.add(wake);
+  }
   return queues;
+}
+
+/** The wake-up one row needs (see dueQueues); undefined when it is not due yet. */
+function wakeFor(r: InsertRow): string | undefined {
+  if (r.runAt === null) return r.delayMs === 0 ? r.queue : undefined;
+  const at = Date.parse(r.runAt);
+  if (at > Date.now()) return undefined;
+  return at < Date.now() - FLOOR_MARGIN_MS ? `!ready:${r.queue}` : r.queue;
 }

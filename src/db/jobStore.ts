@@ -15,6 +15,15 @@ import type { Queryable } from "./queryable.js";
 import { type LimitedClaimParams, limitedClaimText } from "./sql/flow.js";
 import type { Store } from "./store.js";
 
+/** Floors for the claim function (worker/floors.ts builds them). */
+export interface FloorArgs {
+  queues: string[];
+  /** null: the queue's aged scan. */
+  levels: Array<number | null>;
+  runAt: string[];
+  ids: string[];
+}
+
 /** Row parsers for a claim (node-postgres's `types` option). */
 export interface ClaimTypes {
   getTypeParser(oid: number, format?: "text" | "binary"): (value: string) => unknown;
@@ -115,6 +124,37 @@ export class JobStore {
     return rows;
   }
 
+  /**
+   * The worker's claim: `claim`, reading each queue and level from the worker's floors (worker/floors.ts);
+   * rows carry `aged` (taken by the aged scan).
+   */
+  async claimFrom(
+    p: {
+      queues: readonly string[];
+      limit: number;
+      workerId: string;
+      leaseMs: number;
+      agingMs: number | undefined;
+      floors: FloorArgs;
+    },
+    types?: ClaimTypes,
+  ): Promise<Array<ClaimedRow & { aged: boolean }>> {
+    const f = p.floors;
+    const config = this.store.config(this.sql.jobClaimFrom, [
+      p.queues,
+      p.limit,
+      p.workerId,
+      p.leaseMs,
+      p.agingMs ?? null,
+      f.queues,
+      f.levels,
+      f.runAt,
+      f.ids,
+    ]);
+    const { rows } = await this.store.pool.query<ClaimedRow & { aged: boolean }>(types ? { ...config, types } : config);
+    return rows;
+  }
+
   /** The limited claim (sql/flow.ts): claim locks, then a claim within every limit. One round trip. */
   async claimLimited(p: Omit<LimitedClaimParams, "schema" | "schemaName">, types?: ClaimTypes): Promise<ClaimedRow[]> {
     const text = limitedClaimText({ ...p, schema: this.store.schema.sql, schemaName: this.store.schema.name });
@@ -186,13 +226,22 @@ export class JobStore {
     return (rows[0] as { paused_until: Date }).paused_until;
   }
 
-  /** Inserts one job on `db`; notifies on commit when `notify` (the caller's transaction). Null when its key exists. */
-  async insertOne(db: Queryable, row: InsertRow, notify: boolean): Promise<{ id: string; due: boolean } | null> {
+  /**
+   * Inserts one job on `db`; notifies on commit when `notify` (the caller's transaction). Null when its key
+   * exists. `behind`: due further back than the claim floors' margin (wake with '!ready:<queue>').
+   */
+  async insertOne(
+    db: Queryable,
+    row: InsertRow,
+    notify: boolean,
+  ): Promise<{ id: string; due: boolean; behind: boolean } | null> {
     const values = insertValues(row);
     const { rows } = notify
       ? await this.store.query(this.sql.jobInsert, [...values, this.store.schema.channel], db)
       : await this.store.query(this.sql.jobInsertQuiet, values, db);
-    return rows[0] ? { id: rows[0].id, due: notify ? rows[0].notified !== null : rows[0].due } : null;
+    const r = rows[0];
+    if (!r) return null;
+    return notify ? { id: r.id, due: r.notified !== null, behind: false } : { id: r.id, due: r.due, behind: r.behind };
   }
 
   /**

@@ -2,8 +2,9 @@
  * The claimer: chooses and runs a worker's claim statement.
  *
  * When none of the worker's queues has limits or paused keys (the common
- * case) it runs the plain prepared claim (one index scan, SKIP LOCKED), or
- * its priority-aging twin. Otherwise it runs the limited claim (db/sql/flow.ts):
+ * case) it runs the plain claim (skipq_claim_next: one index range per queue
+ * and level, SKIP LOCKED), from this worker's floors (floors.ts), with or
+ * without priority aging. Otherwise it runs the limited claim (db/sql/flow.ts):
  * claim locks of the limited queues, then a claim that counts running jobs and
  * recent starts. Which queues are limited is cached and refreshed on a timer
  * and on a '!flow' notification; a stale cache is safe, because the plain
@@ -14,6 +15,7 @@ import type { ClaimedRow, JobStore } from "../db/jobStore.js";
 import type { PauseTarget } from "../flow/pause.js";
 import { Service } from "../maintenance/service.js";
 import { claimTypes } from "./claimedJob.js";
+import { Floors } from "./floors.js";
 
 export interface ClaimerOptions {
   jobs: JobStore;
@@ -24,16 +26,21 @@ export interface ClaimerOptions {
   agingMs: number | undefined;
   /** How often the set of limited queues is re-read, ms. */
   refreshMs: number;
+  /** How often each queue is claimed with no floors (a sweep), ms (see floors.ts). */
+  sweepEveryMs: number;
   logger: Logger;
 }
 
 export class Claimer {
   /** Queues (of this worker's) that have limits or a paused key, as of the last refresh. */
   limited: ReadonlySet<string> = new Set();
+  /** Where this worker's plain claims stopped, per queue and level. */
+  readonly floors: Floors;
   private refreshed = false;
   private readonly refresher: Service<void>;
 
   constructor(private readonly o: ClaimerOptions) {
+    this.floors = new Floors(o.sweepEveryMs);
     this.refresher = new Service({
       name: "limits refresh",
       intervalMs: o.refreshMs,
@@ -68,10 +75,19 @@ export class Claimer {
     const o = this.o;
     if (!this.refreshed) await this.refresh(); // e.g. worker.runOnce() without start()
     if (this.limited.size === 0) {
-      return o.jobs.claim(
-        { queues: o.queues, limit, workerId: o.workerId, leaseMs: o.leaseMs, agingMs: o.agingMs },
+      const rows = await o.jobs.claimFrom(
+        {
+          queues: o.queues,
+          limit,
+          workerId: o.workerId,
+          leaseMs: o.leaseMs,
+          agingMs: o.agingMs,
+          floors: this.floors.args(o.queues, Date.now()),
+        },
         claimTypes,
       );
+      this.floors.learn(rows);
+      return rows;
     }
     return o.jobs.claimLimited(
       {

@@ -132,6 +132,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       leaseMs: s.lockTimeoutMs,
       agingMs: s.agingMs,
       refreshMs: 5000,
+      // A job put behind the floors without a '!ready' (a plain SQL insert in a transaction longer than the
+      // floors' margin, an aborted claim's rows) waits at most this long.
+      sweepEveryMs: Math.max(1000, 10 * s.pollMs),
       logger: this.logger,
     });
     const features = new JobFeatureStore(this.store);
@@ -361,7 +364,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Control messages on the schema's channel: "!cancel:<id>" (a hint, checked in the database); "!flow" re-reads limits. */
   private control(message: string): void {
-    if (message === "!flow") {
+    if (message.startsWith("!ready:")) {
+      // Jobs were put behind this worker's floors (released workflow children, reaped, reprioritised).
+      const queue = message.slice("!ready:".length);
+      if (this.queues.includes(queue)) {
+        this.claimer.floors.sweep(queue);
+        this.fetcher.notified();
+      }
+    } else if (message === "!flow") {
+      this.claimer.floors.sweepAll();
       void this.claimer
         .refresh()
         .catch((error) => this.emit("warning", error, "limits"))

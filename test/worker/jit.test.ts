@@ -70,6 +70,11 @@ test("no statement of the TypeScript hot path JIT-compiles on skipq's connection
   const statements: Array<[string, string, unknown[]]> = [
     ["claim", sql.jobs.jobClaimBatch.text, [["hot", "parked"], 10, "w", 60_000]],
     ["claim with aging", sql.jobs.jobClaimBatchAged.text, [["hot", "parked"], 10, "w", 60_000, 1000]],
+    [
+      "claim from floors",
+      sql.jobs.jobClaimFrom.text,
+      [["hot"], 10, "w", 60_000, null, ["hot"], [0], ["-infinity"], ["0"]],
+    ],
     ["complete", sql.jobs.jobCompleteMany.text, [ids, leases]],
     [
       "complete with results",

@@ -195,7 +195,11 @@ test("a stale outcome is rejected and counted: a worker whose lease expired cann
   });
   // A long poll and a listener: the worker wakes for the enqueue, then never claims
   // again by itself while the test reaps and re-claims the job as another worker.
-  const w = worker("stale", { maintenance: false, pollInterval: 60_000 }).register("slow", () => gate);
+  // Concurrency 1: its one slot stays busy with the stale handler, so the reaper's '!ready' wakes no claim of its own.
+  const w = worker("stale", { maintenance: false, pollInterval: 60_000, concurrency: 1, prefetch: 0 }).register(
+    "slow",
+    () => gate,
+  );
   const listening = new Promise<void>((resolve) => w.on("listener", (c) => c && resolve()));
   await w.start();
   await listening;

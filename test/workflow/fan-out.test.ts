@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Worker } from "../../src/index.js";
 import { type TestQueue, testQueue, until } from "../helpers.js";
+import { nestedPlans } from "../plans.js";
 
 let t: TestQueue;
 let worker: Worker | undefined;
@@ -19,14 +20,6 @@ afterAll(async () => {
   await t.cleanup();
 });
 
-type PlanNode = {
-  "Index Name"?: string;
-  "Shared Hit Blocks"?: number;
-  "Shared Read Blocks"?: number;
-  Plans?: PlanNode[];
-};
-const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-
 /**
  * Pages of jobs_pending_claim one claim of 10 from `queue` touches (run for real, rolled back), and every
  * relation it touched: the claim must never read job_dependencies or a waiting row's index.
@@ -34,19 +27,16 @@ const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatM
 async function claimCost(queue: string): Promise<{ pages: number; indexes: string[] }> {
   const client = await t.db.connect();
   try {
-    await client.query("BEGIN");
-    const { rows } = await client.query(
-      `EXPLAIN (FORMAT JSON, ANALYZE, BUFFERS) ${t.skipq.store.sql.jobs.jobClaimBatch.text}`,
-      [[queue], 10, "probe", 30000],
-    );
-    const plan = nodes(rows[0]["QUERY PLAN"][0].Plan);
+    // Every statement the claim function runs (auto_explain), with their buffers.
+    const plan = (
+      await nestedPlans(client, t.skipq.store.sql.jobs.jobClaimBatch.text, [[queue], 10, "probe", 30000])
+    ).flatMap((p) => p.nodes);
     const index = plan.filter((n) => n["Index Name"] === "jobs_pending_claim");
     return {
       pages: index.reduce((s, n) => s + (n["Shared Hit Blocks"] ?? 0) + (n["Shared Read Blocks"] ?? 0), 0),
       indexes: [...new Set(plan.map((n) => n["Index Name"]).filter((n): n is string => n !== undefined))].sort(),
     };
   } finally {
-    await client.query("ROLLBACK");
     client.release();
   }
 }

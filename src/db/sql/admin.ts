@@ -187,7 +187,7 @@ export function adminStatements(names: Schema) {
       /** Pending jobs of filter $1–$9 get priority $10. */
       jobBulkPriority: `UPDATE ${schema}.jobs SET priority = $10, updated_at = now()
                        WHERE id IN (${bulkTargets(`${schema}.jobs`, "a.status = 'pending'")}) AND status = 'pending'
-                      RETURNING id`,
+                      RETURNING id, pg_notify('${names.channel}', '!ready:' || queue)`,
       /** Counts by status, history included: a scan of everything kept (`overview` is the cheap live view). */
       queueStats: `SELECT queue,
                         count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS pending,

@@ -131,6 +131,24 @@ export function claimOrder(aging: string | null): string {
   return `(${aged}) DESC, CASE WHEN ${aged} THEN 0 ELSE -priority END, run_at, id`;
 }
 
+/**
+ * Workers' claims read each queue and level from just after their last claim there (worker/floors.ts), but
+ * never from later than now minus this, in ms: a producer's transaction that began up to this long ago may
+ * still commit a job due at its start. A job committed further behind announces '!ready:<queue>' instead of
+ * its queue name (`readyOrQueue`), and workers read that queue afresh.
+ */
+export const FLOOR_MARGIN_MS = 2000;
+
+/**
+ * The wake-up payload for a job of queue `queue` (SQL) due at `runAt` (SQL): '!ready:<queue>' when the job is
+ * behind the floors' margin (an explicit past run_at, or a transaction open longer than the margin), else
+ * the queue's name.
+ */
+export function readyOrQueue(queue: string, runAt: string): string {
+  const margin = `interval '${FLOOR_MARGIN_MS} milliseconds'`;
+  return `CASE WHEN ${runAt} < now() - ${margin} OR statement_timestamp() - now() > ${margin} THEN '!ready:' ELSE '' END || ${queue}`;
+}
+
 /** A fencing token: random, 1 to 2^62, drawn per row. */
 export const RANDOM_LEASE = "1 + floor(random() * 4611686018427387903)::bigint";
 
@@ -195,39 +213,26 @@ export function jobStatements(names: Schema) {
     { prepare: true },
     {
       /**
-       * Claim up to $2 runnable jobs from queues $1 for worker $3, leased for $4 ms.
-       * The CTE is MATERIALIZED so the planner cannot re-run the LIMITed select per
-       * outer row (the "claim returns more rows than LIMIT" trap). Queues that are
-       * paused or have limits (see sql/flow.ts) are left out here: the limited claim
-       * serves them, so this common path stays one index scan per queue.
+       * Claim up to $2 runnable jobs from queues $1 for worker $3, leased for $4 ms: skipq_claim_next
+       * (src/db/sql/claimFunction.ts, migration 0020), with no floors. One ordered index range per queue and
+       * priority level, each stopping after LIMIT rows, FOR UPDATE SKIP LOCKED; queues that are paused or have
+       * limits (see sql/flow.ts) are left out (the limited claim serves them).
        */
-      jobClaimBatch: `WITH picked AS MATERIALIZED (
-         ${perQueue(jobs, claimableQueues(schema, "$1::text[]"), "$2", { order: "priority", lock: true })}),
-       claimed AS (${claimUpdate(jobs, "picked")})
-       SELECT * FROM claimed ORDER BY ${claimOrder(null)}`,
+      jobClaimBatch: `SELECT * FROM ${schema}.skipq_claim_next($1::text[], $2::int, $3::text, $4::float8)`,
 
       /**
-       * jobClaimBatch with priority aging: jobs runnable for longer than $5 ms are
-       * taken first, oldest first, as if top priority (jobs_pending_age, per queue);
-       * the rest fill the batch in priority order. The second scan skips the aged
-       * rows by run_at so none is taken twice. A now()-relative "aged" flag cannot
-       * be indexed, hence two scans rather than one ORDER BY.
+       * jobClaimBatch with priority aging: jobs runnable for longer than $5 ms are taken first, oldest first,
+       * as if top priority (jobs_pending_age, per queue); the rest fill the batch in priority order.
        */
-      jobClaimBatchAged: `WITH aged AS MATERIALIZED (
-         ${perQueue(jobs, claimableQueues(schema, "$1::text[]"), "$2", {
-           order: "age",
-           where: "j.run_at <= now() - $5::float8 * interval '1 millisecond'",
-           lock: true,
-         })}),
-       fresh AS MATERIALIZED (
-         ${perQueue(jobs, claimableQueues(schema, "$1::text[]"), "$2 - (SELECT count(*) FROM aged)", {
-           order: "priority",
-           where: "j.run_at > now() - $5::float8 * interval '1 millisecond'",
-           lock: true,
-         })}),
-       picked AS (SELECT id FROM aged UNION ALL SELECT id FROM fresh),
-       claimed AS (${claimUpdate(jobs, "picked")})
-       SELECT * FROM claimed ORDER BY ${claimOrder("$5::float8 * interval '1 millisecond'")}`,
+      jobClaimBatchAged: `SELECT * FROM ${schema}.skipq_claim_next($1::text[], $2::int, $3::text, $4::float8, $5::float8)`,
+
+      /**
+       * The worker's claim: jobClaimBatch (aging $5 ms or NULL) reading each queue and level from the worker's
+       * floors ($6 queues, $7 levels (NULL: the aged scan's), $8 run_at, $9 id: where its last claim there
+       * stopped), so rows it consumed before are never stepped over again (docs/performance.md, "A held snapshot").
+       */
+      jobClaimFrom: `SELECT * FROM ${schema}.skipq_claim_next($1::text[], $2::int, $3::text, $4::float8, $5::float8,
+                                                         $6::text[], $7::smallint[], $8::timestamptz[], $9::bigint[])`,
 
       /**
        * Record successes in one statement: each job whose lease still matches
@@ -299,7 +304,7 @@ export function jobStatements(names: Schema) {
        */
       jobInsert: `WITH ${takeKey("$1", "$8")},
        ins AS (${insertOne})
-       SELECT id, CASE WHEN run_at <= now() THEN pg_notify($11, queue)::text END AS notified FROM ins`,
+       SELECT id, CASE WHEN run_at <= now() THEN pg_notify($11, ${readyOrQueue("queue", "run_at")})::text END AS notified FROM ins`,
 
       /**
        * Insert one job with no NOTIFY, for enqueues outside a caller's transaction: the client's notifier
@@ -309,7 +314,8 @@ export function jobStatements(names: Schema) {
        */
       jobInsertQuiet: `WITH ${takeKey("$1", "$8")},
        ins AS (${insertOne})
-       SELECT id, run_at <= now() AS due FROM ins`,
+       SELECT id, run_at <= now() AS due,
+              run_at < now() - interval '${FLOOR_MARGIN_MS} milliseconds' AS behind FROM ins`,
 
       /**
        * The notifier's wake-up for queues whose jobs already committed. Its own transaction commits

@@ -52,6 +52,8 @@ export function maintenanceStatements(names: Schema) {
        * at the head of the line instead of queueing behind the whole backlog (chaos P1: with run_at = now() a
        * job stranded by a killed worker waited for the backlog to drain, not for lease + reaper interval).
        * A debounced job leaves its debounce group, as in jobSettleMany (a newer pending job may hold the key).
+       * Its queue hears '!ready:<queue>' (once per queue: PostgreSQL folds equal notifications of a
+       * transaction): the job is behind where workers' claims have got to (worker/floors.ts).
        */
       jobReapExpired: `WITH expired AS MATERIALIZED (
          SELECT id FROM ${jobs}
@@ -64,7 +66,7 @@ export function maintenanceStatements(names: Schema) {
             SET status = 'pending', lease = NULL, lease_expires_at = NULL, debounce_key = NULL, updated_at = now(), last_error = ${expiredError("j.")}
            FROM expired
           WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now() AND j.attempts < j.max_attempts
-         RETURNING j.id, j.locked_by),
+         RETURNING j.id, j.locked_by, pg_notify('${names.channel}', '!ready:' || j.queue)),
        gone AS (
          DELETE FROM ${jobs} AS j USING expired
           WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now() AND j.attempts >= j.max_attempts
