@@ -18,6 +18,7 @@ import { outboxStatements } from "./sql/outbox.js";
 import { sagaStatements } from "./sql/sagas.js";
 import { schedulerStatements } from "./sql/scheduler.js";
 import { statsStatements } from "./sql/stats.js";
+import { wakeupStatements } from "./sql/wakeups.js";
 import { workflowStatements } from "./sql/workflows.js";
 
 function build(schema: Schema) {
@@ -26,6 +27,8 @@ function build(schema: Schema) {
     jobs: jobStatements(schema),
     /** Results, progress, attempt logs, waiting, uniqueness windows, debounce (docs/jobs.md). */
     features: jobFeatureStatements(schema),
+    /** When the fetch loop wakes: the next due time of its queues. */
+    wakeups: wakeupStatements(schema),
     /** Limits, key pauses and the limited claim's settings. */
     flow: flowStatements(schema),
     /** Reaper and leader lease. */

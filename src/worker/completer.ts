@@ -40,6 +40,8 @@ export interface CompleterOptions {
   onWarning: (error: unknown) => void;
   /** After each flush that wrote something (a limited queue's slot is free only now). */
   onFlushed: () => void;
+  /** A retry or snooze was written: the job falls due again in `delayMs` (the fetcher wakes then). */
+  onDue: (delayMs: number) => void;
   /** Applied to every error text before it is stored. */
   redactError: ErrorRedactor;
   /** This worker's id, named in attempt logs. */
@@ -219,10 +221,12 @@ export class Completer {
             logs.length = 0;
           }
           if (settlements.length > 0) {
+            const accepted = (await this.o.jobs.settleMany(settlements)).map((r) => r.id);
             this.noteStale(
               settlements.map((x) => x.id),
-              (await this.o.jobs.settleMany(settlements)).map((r) => r.id),
+              accepted,
             );
+            this.noteDue(settlements, accepted);
             settlements.length = 0;
           }
           if (ids.length > 0) {
@@ -286,6 +290,16 @@ export class Completer {
         settled.map((r) => r.id),
       );
     }
+  }
+
+  /** The earliest run_at among the retries and snoozes just written, as a delay from now (for the fetcher). */
+  private noteDue(settlements: readonly Settlement[], accepted: readonly string[]): void {
+    const written = new Set(accepted);
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const x of settlements) {
+      if ((x.action === "retry" || x.action === "snooze") && written.has(x.id)) soonest = Math.min(soonest, x.delayMs);
+    }
+    if (soonest < Number.POSITIVE_INFINITY) this.o.onDue(soonest);
   }
 
   private noteStale(sent: readonly string[], accepted: readonly string[]): void {

@@ -88,10 +88,18 @@ export class Listener {
       this.setConnected(false);
       client.end().catch(() => undefined);
       if (this.running) {
-        this.options.logger.warn(
-          { err: error },
-          "skipq: listener connection lost; polling continues while it reconnects",
-        );
+        // One line when the connection is lost, then one per 20 failed attempts: an outage costs a few lines.
+        if (this.failures === 0) {
+          this.options.logger.warn(
+            { err: error },
+            "skipq: listener connection lost; polling continues while it reconnects",
+          );
+        } else if (this.failures % 20 === 0) {
+          this.options.logger.warn(
+            { err: error, failures: this.failures },
+            "skipq: listener still cannot connect; polling continues while it retries with backoff",
+          );
+        }
         this.scheduleReconnect();
       }
     };

@@ -152,6 +152,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       // Under limits a slot is free only once its outcome is recorded, and a full backlog blocks claims
       // until written: claim again now, not at the next poll.
       onFlushed: () => this.fetcher.wakeup.wake(),
+      onDue: (delayMs) => this.fetcher.noteDue(delayMs),
       completeSpawning: (id, lease, result, rows) =>
         completeSpawning({ pool, jobs, features, enqueuer }, id, lease, result, rows),
     });
@@ -203,6 +204,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       batchSize: s.batchSize,
       maxClaims,
       pollMs: s.pollMs,
+      nextDue: () => jobs.nextDueMs(s.queues),
       held: this.held,
       stats: this.stats,
       logger: this.logger,
@@ -227,7 +229,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
         if (message.startsWith("!")) this.control(message);
         else if (this.queues.includes(message)) this.fetcher.notified();
       },
-      onConnectionChange: (connected) => this.emit("listener", connected),
+      onConnectionChange: (connected) => {
+        // A listener that connects again means the database answers: a claim backoff need not run out.
+        if (connected) this.fetcher.reachableAgain();
+        this.emit("listener", connected);
+      },
     });
     const loopParts = { options, settings: s, store: this.store, logger: this.logger };
     this.maintainer = workerMaintainer(loopParts, (jobs) => this.emit("reaped", jobs));
