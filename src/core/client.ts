@@ -67,7 +67,12 @@ export interface BatchStatus {
 }
 
 export interface SkipqOptions {
-  /** PostgreSQL connection string; skipq creates and owns a pool. Default: `DATABASE_URL`. */
+  /**
+   * PostgreSQL connection string; skipq creates and owns a pool. Default: `DATABASE_URL`. libpq's multi-host
+   * syntax works here and wherever skipq connects: `postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`
+   * (also `primary`, `standby`, `read-only`, `prefer-standby`, `any`; `connect_timeout=<s>` per host). Each new
+   * connection tries the hosts in order and keeps the first that fits; a malformed list throws ValidationError.
+   */
   connectionString?: string;
   /** An existing pg pool to use instead (skipq never ends it). */
   pool?: pg.Pool;
