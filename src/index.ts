@@ -79,6 +79,7 @@ export {
   type QueueOverview,
   type QueueSettings,
   type QueueStats,
+  type ReplicaStatus,
   STATS_RANGES,
   type StatsPoint,
   type StatsRange,

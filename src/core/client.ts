@@ -76,6 +76,14 @@ export interface SkipqOptions {
   connectionString?: string;
   /** An existing pg pool to use instead (skipq never ends it). */
   pool?: pg.Pool;
+  /**
+   * Where reads may go: a standby, or the cluster's host list with `target_session_attrs=prefer-standby`.
+   * `Admin` reads (listings, job pages, statistics), the dashboard's pages, `skipq stats` and the metrics'
+   * gauges use a pool on it; writes, claims, LISTEN and the health checks (which inspect the primary's sessions)
+   * stay on `connectionString`/`pool`. What it shows lags by the replica's replay lag (`Admin.replica()`, shown
+   * on the dashboard). Default: none (reads go where writes go).
+   */
+  readConnectionString?: string;
   /** Size of the pool skipq creates. Default 10. */
   poolSize?: number;
   /** Schema holding skipq's tables. Default "skipq". */
@@ -121,6 +129,8 @@ export class Skipq {
   readonly sessionSettings: ResolvedSettings;
   /** @internal The schema's statements over this client's pool. */
   readonly store: Store;
+  /** @internal The same over the read pool (`readConnectionString`); `store` itself when there is none. */
+  readonly readStore: Store;
   /** @internal Typed job statements over `store`. */
   readonly jobs: JobStore;
   /** @internal Wakes workers after enqueues that committed on skipq's own pool (coalesced NOTIFY). */
@@ -163,6 +173,13 @@ export class Skipq {
       this.ownsPool = true;
     }
     this.store = new Store(schema, this.pool, { prepared: this.preparedStatements });
+    this.readStore = options.readConnectionString
+      ? this.store.withPool(
+          createPool(options.readConnectionString, options.poolSize ?? 10, this.logger, "skipq-read", {
+            session: this.sessionSettings,
+          }),
+        )
+      : this.store;
     this.jobs = new JobStore(this.store);
     this.notifier = new Notifier((queues) => this.jobs.notifyCommitted(queues), this.logger);
     this.enqueuer = new Enqueuer(
@@ -376,5 +393,6 @@ export class Skipq {
     await this.waiter?.close();
     await this.notifier.idle();
     if (this.ownsPool) await this.pool.end();
+    if (this.readStore !== this.store) await this.readStore.pool.end();
   }
 }

@@ -15,6 +15,7 @@ import { maintenanceStatements } from "./sql/maintenance.js";
 import { migrationStatements } from "./sql/migrations.js";
 import { opsStatements } from "./sql/ops.js";
 import { outboxStatements } from "./sql/outbox.js";
+import { replicaStatements } from "./sql/replicas.js";
 import { sagaStatements } from "./sql/sagas.js";
 import { schedulerStatements } from "./sql/scheduler.js";
 import { statsStatements } from "./sql/stats.js";
@@ -43,6 +44,8 @@ function build(schema: Schema) {
     outbox: outboxStatements(schema),
     /** Per-queue statistics by the minute: the maintainer's rollup, the dashboard's charts. */
     stats: statsStatements(schema),
+    /** Read replicas: the read server's lag behind the primary. */
+    replicas: replicaStatements(schema),
     /** Dashboard sessions. */
     dashboard: dashboardStatements(schema),
     sagas: sagaStatements(schema),
