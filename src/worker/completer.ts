@@ -212,6 +212,7 @@ export class Completer {
     // Every log of the outcomes taken here (a job's log is queued with its outcome, so none is left behind).
     const logs = this.attemptLogs.splice(0, this.attemptLogs.length);
     this.inFlight = ids.length + resultIds.length + settlements.length + spawning.length;
+    let firstFailureAt: number | undefined;
     try {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -248,8 +249,11 @@ export class Completer {
           return;
         } catch (error) {
           this.o.onWarning(error);
-          // Outcomes are retried until their leases would have expired anyway; then the reaper takes over.
-          if (attempt * 250 > this.o.lockTimeoutMs || this.o.stopped()) {
+          // Outcomes are retried until their leases would have expired anyway (one lease since the first
+          // failure: the backoff below grows to 2 s, so counting attempts kept a 30 s lease's outcomes retrying
+          // for minutes after a failover); then the reaper takes over.
+          firstFailureAt ??= performance.now();
+          if (performance.now() - firstFailureAt > this.o.lockTimeoutMs || this.o.stopped()) {
             this.o.logger.error(
               { err: error, jobs: ids.length + resultIds.length + settlements.length + spawning.length },
               "skipq: could not record outcomes; their leases will expire and the jobs run again",
