@@ -66,12 +66,17 @@ export interface ServerOptions {
   settings?: Record<string, string>;
   /** Addresses trusted in pg_hba.conf besides loopback, e.g. "198.18.0.0/15". */
   trust?: string[];
+  /** Appended to url() as its query, e.g. "sslmode=require&uselibpqcompat=true". */
+  params?: string;
 }
 
 const running = new Set<PgServer>();
 process.once("exit", () => {
   for (const s of running) s.killNow();
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
 });
+/** Data directories not removed yet (by stop(), or at exit). */
+const dataDirs = new Set<string>();
 
 /** One PostgreSQL server from Debian's binaries. */
 export class PgServer {
@@ -86,11 +91,13 @@ export class PgServer {
   constructor(private readonly options: ServerOptions) {
     this.name = options.name;
     this.host = options.host ?? "127.0.0.1";
+    this.port = options.port ?? 0;
   }
 
   /** postgres://postgres@host:port/db */
   url(db = "postgres"): string {
-    return `postgres://postgres@${this.host.includes(":") ? `[${this.host}]` : this.host}:${this.port}/${db}`;
+    const query = this.options.params ? `?${this.options.params}` : "";
+    return `postgres://postgres@${this.host.includes(":") ? `[${this.host}]` : this.host}:${this.port}/${db}${query}`;
   }
 
   /** The server's log so far (its stderr), for failure messages. */
@@ -138,6 +145,7 @@ export class PgServer {
 
   private makeDir(): string {
     const dir = mkdtempSync(path.join(os.tmpdir(), `skipq-pg15-${this.name}-`));
+    dataDirs.add(dir);
     chmodSync(dir, 0o700);
     if (this.ids) chownSync(dir, this.ids.uid, this.ids.gid);
     return dir;
@@ -150,7 +158,8 @@ export class PgServer {
     const hba = trust.flatMap((cidr) => [`host all all ${cidr} trust`, `host replication all ${cidr} trust`]);
     writeFileSync(path.join(this.dataDir, "pg_hba.conf"), `${hba.join("\n")}\n`);
     const settings: Record<string, string> = {
-      listen_addresses: `'${this.host}'`,
+      // Inside a namespace host: every address it has, the virtual IP included once it moves there.
+      listen_addresses: this.host === "127.0.0.1" ? "'127.0.0.1'" : "'*'",
       port: String(this.port),
       unix_socket_directories: "''",
       max_connections: "200",
@@ -252,6 +261,7 @@ export class PgServer {
   async stop(): Promise<void> {
     await this.kill("SIGINT");
     if (this.dataDir) rmSync(this.dataDir, { recursive: true, force: true });
+    dataDirs.delete(this.dataDir);
     this.dataDir = "";
   }
 
@@ -318,7 +328,13 @@ export async function replicaSet(
     },
   });
   await primary.initPrimary();
-  const standby = new PgServer({ name: "standby", ...o.standby });
+  // The base backup copies the primary's settings; once promoted, the standby must not wait for a standby of
+  // its own that does not exist (a failover manager clears synchronous_standby_names on promotion too).
+  const standby = new PgServer({
+    name: "standby",
+    ...o.standby,
+    settings: { synchronous_standby_names: "''", ...o.standby?.settings },
+  });
   try {
     await standby.initStandbyOf(primary);
   } catch (error) {
