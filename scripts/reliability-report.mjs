@@ -96,8 +96,31 @@ const lines = [
       `| ${cell(r.row)} | ${cell(r.title)} | ${cell(r.config)} | ${cell(r.lost)} | ${cell(reasons(r))} | ${cell(r.staleRejected)} | ${cell(r.recoveryMs === undefined ? undefined : Math.round(r.recoveryMs))} | ${cell(r.other)} |`,
   ),
   "",
+  ...runTables(rows),
   END,
 ];
+
+/**
+ * Rows measured run after run (the fleet's failover rows keep each run's figures in `runs`): one table per row,
+ * a line per run, so the spread is visible and not only the last run.
+ */
+function runTables(all) {
+  const out = [];
+  for (const r of all.filter((x) => Array.isArray(x.runs) && x.runs.length > 0)) {
+    const keys = [...new Set(r.runs.flatMap((run) => Object.keys(run)))].filter((k) => k !== "at");
+    out.push(`Row ${r.row}, run by run (${r.runs.length} runs; times in ms, \`runS\` the whole row in s):`, "");
+    out.push(`| at | ${keys.join(" | ")} |`, `| --- | ${keys.map(() => "---:").join(" | ")} |`);
+    for (const run of r.runs) {
+      out.push(
+        `| ${String(run.at ?? "")
+          .slice(0, 16)
+          .replace("T", " ")} | ${keys.map((k) => cell(run[k])).join(" | ")} |`,
+      );
+    }
+    out.push("");
+  }
+  return out;
+}
 
 const doc = readFileSync(docUrl, "utf8");
 const from = doc.indexOf(START);

@@ -81,6 +81,7 @@ export {
   type QueueOverview,
   type QueueSettings,
   type QueueStats,
+  type ReplicaStatus,
   STATS_RANGES,
   type StatsPoint,
   type StatsRange,

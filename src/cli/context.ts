@@ -21,12 +21,15 @@ import { terminalJson, terminalText } from "./terminal.js";
 
 export interface GlobalOptions {
   databaseUrl?: string;
+  readDatabaseUrl?: string;
   schema?: string;
 }
 
 export interface CliConfig {
   /** From --database-url, else DATABASE_URL; undefined when neither is set. */
   connectionString: string | undefined;
+  /** From --read-database-url, else SKIPQ_READ_DATABASE_URL: where reads may go (a standby); undefined: nowhere else. */
+  readConnectionString?: string | undefined;
   /** From --schema, else SKIPQ_SCHEMA, else "skipq". */
   schema: string;
 }
@@ -41,7 +44,8 @@ export function resolveConfig(command: Command): CliConfig {
   } catch (error) {
     throw new CliError(`${(error as Error).message} (from ${options.schema ? "--schema" : "SKIPQ_SCHEMA"})`);
   }
-  return { connectionString, schema: schemaText };
+  const readConnectionString = nonEmpty(options.readDatabaseUrl) ?? nonEmpty(process.env.SKIPQ_READ_DATABASE_URL);
+  return { connectionString, schema: schemaText, ...(readConnectionString ? { readConnectionString } : {}) };
 }
 
 function nonEmpty(value: string | undefined): string | undefined {
@@ -83,6 +87,7 @@ export async function withSession<T>(
   const connectionString = requireDatabase(config);
   const skipq = new Skipq({
     connectionString,
+    ...(config.readConnectionString ? { readConnectionString: config.readConnectionString } : {}),
     schema: config.schema,
     poolSize: options.poolSize ?? 2,
     logger: silentLogger,

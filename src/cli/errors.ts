@@ -7,6 +7,7 @@
  */
 import { SkipqError } from "../core/errors.js";
 import { UNREACHABLE_SOCKET_CODES } from "../db/connectionErrors.js";
+import { describeHosts, parseConnectionString } from "../db/connectionString.js";
 
 /** Exit codes: 0 success, 1 failure (database, missing job, not actionable), 2 bad input. */
 export const EXIT_FAILURE = 1;
@@ -42,6 +43,13 @@ export function describeTarget(connectionString: string | undefined): string {
     const port = url.port || process.env.PGPORT || "5432";
     return `${host}:${port}${url.pathname && url.pathname !== "/" ? url.pathname : ""}`;
   } catch {
+    // A libpq host list (h1:5432,h2:5432) is no WHATWG URL: name its hosts instead.
+    try {
+      const target = parseConnectionString(connectionString);
+      if (target.hosts.length > 0) return describeHosts(target);
+    } catch {
+      /* malformed: the validation error says why */
+    }
     return "the server in DATABASE_URL";
   }
 }

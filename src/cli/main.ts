@@ -74,6 +74,10 @@ export function buildProgram(): Command {
     .description("A durable job queue that lives inside PostgreSQL: enqueue, run and inspect jobs.")
     .version(version(), "-v, --version")
     .option("--database-url <url>", "PostgreSQL connection string (default: $DATABASE_URL)")
+    .option(
+      "--read-database-url <url>",
+      "where stats, listings and the dashboard's pages read from, e.g. a standby (default: $SKIPQ_READ_DATABASE_URL, else the database URL)",
+    )
     .option("--schema <name>", 'schema holding skipq\'s tables (default: $SKIPQ_SCHEMA, else "skipq")')
     .showSuggestionAfterError(true)
     .showHelpAfterError(false)

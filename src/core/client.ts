@@ -69,10 +69,23 @@ export interface BatchStatus {
 }
 
 export interface SkipqOptions {
-  /** PostgreSQL connection string; skipq creates and owns a pool. Default: `DATABASE_URL`. */
+  /**
+   * PostgreSQL connection string; skipq creates and owns a pool. Default: `DATABASE_URL`. libpq's multi-host
+   * syntax works here and wherever skipq connects: `postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`
+   * (also `primary`, `standby`, `read-only`, `prefer-standby`, `any`; `connect_timeout=<s>` per host). Each new
+   * connection tries the hosts in order and keeps the first that fits; a malformed list throws ValidationError.
+   */
   connectionString?: string | undefined;
   /** An existing pg pool to use instead (skipq never ends it). */
   pool?: pg.Pool | undefined;
+  /**
+   * Where reads may go: a standby, or the cluster's host list with `target_session_attrs=prefer-standby`.
+   * `Admin` reads (listings, job pages, statistics), the dashboard's pages, `skipq stats` and the metrics'
+   * gauges use a pool on it; writes, claims, LISTEN and the health checks (which inspect the primary's sessions)
+   * stay on `connectionString`/`pool`. What it shows lags by the replica's replay lag (`Admin.replica()`, shown
+   * on the dashboard). Default: none (reads go where writes go).
+   */
+  readConnectionString?: string | undefined;
   /** Size of the pool skipq creates. Default 10. */
   poolSize?: number | undefined;
   /** Schema holding skipq's tables. Default: `SKIPQ_SCHEMA`, else "skipq". */
@@ -130,6 +143,8 @@ export class Skipq {
   readonly sessionSettings: ResolvedSettings;
   /** @internal The schema's statements over this client's pool. */
   readonly store: Store;
+  /** @internal The same over the read pool (`readConnectionString`); `store` itself when there is none. */
+  readonly readStore: Store;
   /** @internal Typed job statements over `store`. */
   readonly jobs: JobStore;
   /** @internal Wakes workers after enqueues that committed on skipq's own pool (coalesced NOTIFY). */
@@ -173,6 +188,13 @@ export class Skipq {
       this.ownsPool = true;
     }
     this.store = new Store(schema, this.pool, { prepared: this.preparedStatements });
+    this.readStore = options.readConnectionString
+      ? this.store.withPool(
+          createPool(options.readConnectionString, options.poolSize ?? 10, this.logger, "skipq-read", {
+            session: this.sessionSettings,
+          }),
+        )
+      : this.store;
     this.jobs = new JobStore(this.store);
     this.notifier = new Notifier((queues) => this.jobs.notifyCommitted(queues), this.logger);
     this.enqueuer = new Enqueuer(
@@ -409,6 +431,7 @@ export class Skipq {
       await this.waiter?.close();
       await this.notifier.idle();
       if (this.ownsPool) await this.pool.end();
+      if (this.readStore !== this.store) await this.readStore.pool.end();
     })();
     return this.closing;
   }

@@ -15,9 +15,11 @@ import { maintenanceStatements } from "./sql/maintenance.js";
 import { migrationStatements } from "./sql/migrations.js";
 import { opsStatements } from "./sql/ops.js";
 import { outboxStatements } from "./sql/outbox.js";
+import { replicaStatements } from "./sql/replicas.js";
 import { sagaStatements } from "./sql/sagas.js";
 import { schedulerStatements } from "./sql/scheduler.js";
 import { statsStatements } from "./sql/stats.js";
+import { wakeupStatements } from "./sql/wakeups.js";
 import { workflowStatements } from "./sql/workflows.js";
 
 function build(schema: Schema) {
@@ -26,6 +28,8 @@ function build(schema: Schema) {
     jobs: jobStatements(schema),
     /** Results, progress, attempt logs, waiting, uniqueness windows, debounce (docs/jobs.md). */
     features: jobFeatureStatements(schema),
+    /** When the fetch loop wakes: the next due time of its queues. */
+    wakeups: wakeupStatements(schema),
     /** Limits, key pauses and the limited claim's settings. */
     flow: flowStatements(schema),
     /** Reaper and leader lease. */
@@ -40,6 +44,8 @@ function build(schema: Schema) {
     outbox: outboxStatements(schema),
     /** Per-queue statistics by the minute: the maintainer's rollup, the dashboard's charts. */
     stats: statsStatements(schema),
+    /** Read replicas: the read server's lag behind the primary. */
+    replicas: replicaStatements(schema),
     /** Dashboard sessions. */
     dashboard: dashboardStatements(schema),
     sagas: sagaStatements(schema),

@@ -166,6 +166,12 @@ export class JobStore {
     return (last?.rows ?? []) as ClaimedRow[];
   }
 
+  /** Milliseconds until the earliest pending job of `queues` that is not due yet falls due; null when none. */
+  async nextDueMs(queues: readonly string[]): Promise<number | null> {
+    const { rows } = await this.store.query<{ due_ms: number | null }>(this.store.sql.wakeups.jobNextDue, [queues]);
+    return rows[0]?.due_ms ?? null;
+  }
+
   /** Of `queues`, those the limited claim must serve (limits set, or a key paused now). */
   async limitedQueues(queues: readonly string[]): Promise<Set<string>> {
     const { rows } = await this.store.query<{ name: string }>(this.store.sql.flow.queuesLimited, [queues]);

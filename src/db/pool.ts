@@ -14,6 +14,8 @@ import os from "node:os";
 import pg from "pg";
 import { ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
+import { attemptsOf, TargetClient } from "./connect.js";
+import { type ConnectionTarget, parseConnectionString } from "./connectionString.js";
 
 /**
  * PostgreSQL settings sent with each connection skipq opens (`-c name=value` in the startup packet), by their
@@ -104,10 +106,11 @@ export function connectionOptions(
 }
 
 /**
- * A pg client whose refused `options` startup parameter (SQLSTATE 08P01 from a pooler that does not pass it
- * on: PgBouncer says only "unsupported startup parameter: options") says what to do.
+ * The client of every connection skipq opens: it reaches the first fitting host of a multi-host connection
+ * string (connect.ts), and its refused `options` startup parameter (SQLSTATE 08P01 from a pooler that does not
+ * pass it on: PgBouncer says only "unsupported startup parameter: options") says what to do.
  */
-export class SessionClient extends pg.Client {
+export class SessionClient extends TargetClient {
   // biome-ignore lint/suspicious/noExplicitAny: pg's connect is overloaded (callback or promise).
   override connect(callback?: any): any {
     const sent = (this as unknown as { connectionParameters: { options?: string } }).connectionParameters.options;
@@ -134,7 +137,30 @@ export interface PoolSettings {
   queryTimeoutMs?: number;
 }
 
-/** A pool whose idle-client errors (a terminated backend, a restarted server) are logged, never thrown. */
+/** The time a connection gets per host tried, ms, unless the URL sets connect_timeout. */
+export const HOST_TIMEOUT_MS = 10_000;
+
+/**
+ * What a pool or client needs to reach `target`: the parsed string (each client of a pool reuses it), the time
+ * per host, and a whole-connect bound of every host's allowance (pg-pool also waits that long for a free client).
+ */
+export function targetOptions(target: ConnectionTarget): Pick<
+  pg.PoolConfig,
+  "connectionString" | "connectionTimeoutMillis"
+> & {
+  target: ConnectionTarget;
+  hostTimeoutMillis: number;
+} {
+  const perHost = target.connectTimeoutMs ?? HOST_TIMEOUT_MS;
+  // The pool's own timer a little after the client's, so the client's error (every host and why) is the one seen.
+  const whole = target.managed ? perHost * attemptsOf(target) + 1000 : perHost;
+  return { connectionString: target.text, target, hostTimeoutMillis: perHost, connectionTimeoutMillis: whole };
+}
+
+/**
+ * A pool whose idle-client errors (a terminated backend, a restarted server) are logged, never thrown. A
+ * malformed connection string is a ValidationError here, before any connection is tried.
+ */
 export function createPool(
   connectionString: string,
   max: number,
@@ -142,15 +168,15 @@ export function createPool(
   name: string,
   settings: PoolSettings = {},
 ): pg.Pool {
+  const target = parseConnectionString(connectionString);
   const pool = new pg.Pool({
     Client: SessionClient,
-    connectionString,
+    ...targetOptions(target),
     max,
     application_name: `${name}:${os.hostname()}:${process.pid}`.slice(0, 63),
-    connectionTimeoutMillis: 10_000,
     ...connectionOptions(settings.session ?? false),
     ...(settings.queryTimeoutMs ? { query_timeout: settings.queryTimeoutMs } : {}),
-  });
+  } as pg.PoolConfig);
   pool.on("error", (error) =>
     logger.warn({ err: error }, "skipq: an idle database connection failed; the pool will open a new one"),
   );
@@ -158,5 +184,11 @@ export function createPool(
   // two queries emits 'error' with no listener, which kills the process (chaos D6: a PostgreSQL
   // restart crashed every worker). The next query on it fails instead, and release() drops it.
   pool.on("connect", (client) => client.on("error", () => undefined));
+  // A server that stopped fitting the connection string's target_session_attrs under an open connection (a
+  // primary turned read-only) is dropped when the connection comes back: the next one chooses a host again.
+  // `_queryable` is what pg-pool itself reads at release to discard a broken client.
+  pool.on("release", (_error, client) => {
+    if ((client as unknown as TargetClient).unfit) (client as unknown as { _queryable: boolean })._queryable = false;
+  });
   return pool;
 }

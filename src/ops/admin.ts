@@ -32,19 +32,52 @@ import {
   type QueueOverview,
   type QueueSettings,
   type QueueStats,
+  type ReplicaStatus,
   type StatsPoint,
   type StatsRange,
   type WorkerPresence,
 } from "./adminTypes.js";
 import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
 
-/** Limits of one queue, enforced across all workers. */
+/**
+ * Inspect and act. Writes go to the client's pool; reads (listings, job pages, statistics, settings) go to its
+ * read pool when it has one (`readConnectionString`: a standby), else to the same pool. The health checks stay
+ * on the primary: they inspect its sessions and tables.
+ */
 export class Admin {
   private readonly store: Store;
+  /** Where reads go: the client's read store (a standby), or `store`. */
+  private readonly reads: Store;
   private readonly jobs: JobStore;
-  constructor(client: Pick<Skipq, "store">) {
+  constructor(client: Pick<Skipq, "store"> & Partial<Pick<Skipq, "readStore">>) {
     this.store = client.store;
+    this.reads = client.readStore ?? client.store;
     this.jobs = new JobStore(client.store);
+  }
+
+  /**
+   * Where reads go and how far behind the primary they are; undefined when reads go where writes go (no
+   * `readConnectionString`). A read server that is not a standby (prefer-standby found none) reports 0 lag.
+   */
+  async replica(): Promise<ReplicaStatus | undefined> {
+    if (this.reads === this.store) return undefined;
+    const sql = this.store.sql.replicas;
+    const { rows: primary } = await this.store.query<{ lsn: string }>(sql.primaryWalLsn);
+    const { rows } = await this.reads.query<{
+      standby: boolean;
+      host: string | null;
+      port: number | null;
+      lag_bytes: number | null;
+      lag_ms: number | null;
+    }>(sql.replicaState, [primary[0]?.lsn]);
+    const r = rows[0];
+    if (!r) return undefined;
+    return {
+      server: r.host === null ? "a local socket" : `${r.host.includes(":") ? `[${r.host}]` : r.host}:${r.port}`,
+      standby: r.standby,
+      lagBytes: r.lag_bytes,
+      lagMs: r.lag_ms,
+    };
   }
 
   private get sql() {
@@ -65,14 +98,16 @@ export class Admin {
 
   /** One job, live or finished, with its workflow parents (`dependsOn`) and those still holding it (`waitingOn`). */
   async getJob(id: string | number): Promise<JobRow | undefined> {
-    const jobId = assertId(id);
-    const { rows } = await this.store.query<JobRow>(this.sql.jobGet, [jobId]);
+    return this.jobOn(this.reads, assertId(id));
+  }
+
+  private async jobOn(store: Store, jobId: string): Promise<JobRow | undefined> {
+    const { rows } = await store.query<JobRow>(this.sql.jobGet, [jobId]);
     const job = rows[0];
     if (!job) return undefined;
-    const { rows: parents } = await this.store.query<{ id: string; counted: boolean }>(
-      this.store.sql.workflows.jobDependsOn,
-      [jobId],
-    );
+    const { rows: parents } = await store.query<{ id: string; counted: boolean }>(store.sql.workflows.jobDependsOn, [
+      jobId,
+    ]);
     job.dependsOn = parents.map((p) => p.id);
     job.waitingOn = parents.filter((p) => !p.counted).map((p) => p.id);
     return job;
@@ -84,10 +119,10 @@ export class Admin {
    */
   async jobFlow(id: string | number, limit = 1000): Promise<JobFlow | undefined> {
     const jobId = assertId(id);
-    const { rows } = await this.store.query<JobRow>(this.sql.jobGet, [jobId]);
+    const { rows } = await this.reads.query<JobRow>(this.sql.jobGet, [jobId]);
     const job = rows[0];
     if (!job) return undefined;
-    const { rows: edges } = await this.store.query<FlowNode & { side: string }>(this.store.sql.workflows.jobFlow, [
+    const { rows: edges } = await this.reads.query<FlowNode & { side: string }>(this.store.sql.workflows.jobFlow, [
       jobId,
       assertInt("limit", limit, 1, 100_000),
     ]);
@@ -103,7 +138,7 @@ export class Admin {
     if (options.status !== undefined && !JOB_STATUSES.includes(options.status)) {
       throw new ValidationError(`status ${JSON.stringify(options.status)} is not one of ${JOB_STATUSES.join(", ")}`);
     }
-    const { rows } = await this.store.query(this.sql.jobList, [
+    const { rows } = await this.reads.query(this.sql.jobList, [
       options.status ?? null,
       options.queue === undefined ? null : assertName("queue", options.queue),
       options.kind === undefined ? null : assertName("kind", options.kind),
@@ -119,12 +154,12 @@ export class Admin {
    * `before` (an id) pages on by keyset, so page 1,000 costs what page 1 does.
    */
   async searchJobs(filter: JobFilter, page: { before?: string; limit?: number } = {}): Promise<ListedJob[]> {
-    return searchJobs(this.store, filter, page);
+    return searchJobs(this.reads, filter, page);
   }
 
   /** How many jobs `filter` matches, and how many of them each bulk action would touch (shown before confirming). */
   async bulkCounts(filter: JobFilter): Promise<BulkCounts> {
-    return bulkCounts(this.store, filter);
+    return bulkCounts(this.reads, filter);
   }
 
   /**
@@ -139,7 +174,7 @@ export class Admin {
   }
 
   async stats(): Promise<QueueStats[]> {
-    const { rows } = await this.store.query(this.sql.queueStats);
+    const { rows } = await this.reads.query(this.sql.queueStats);
     return rows.map((r) => ({
       queue: r.queue,
       pending: Number(r.pending),
@@ -207,13 +242,13 @@ export class Admin {
 
   /** Queues with settings, and whether each is paused. */
   async listQueueSettings(): Promise<Array<{ name: string; paused: boolean; pausedAt: Date | null }>> {
-    const { rows } = await this.store.query(this.sql.queueList);
+    const { rows } = await this.reads.query(this.sql.queueList);
     return rows.map((r) => ({ name: r.name, paused: r.paused_at !== null, pausedAt: r.paused_at }));
   }
 
   /** Dead jobs grouped by error fingerprint, most frequent first. */
   async deadByFingerprint(options: { queue?: string; limit?: number } = {}): Promise<DeadGroup[]> {
-    const { rows } = await this.store.query(this.sql.deadByFingerprint, [
+    const { rows } = await this.reads.query(this.sql.deadByFingerprint, [
       options.queue === undefined ? null : assertName("queue", options.queue),
       assertInt("limit", options.limit ?? 50, 1, 1000),
     ]);
@@ -238,12 +273,12 @@ export class Admin {
    * history, so it stays cheap on a table with millions of finished jobs.
    */
   async overview(): Promise<QueueOverview[]> {
-    return queueOverview(this.store);
+    return queueOverview(this.reads);
   }
 
   /** Completions per minute over the last hour, oldest minute first (60 numbers). */
   async throughput(queue?: string): Promise<number[]> {
-    return throughput(this.store, queue);
+    return throughput(this.reads, queue);
   }
 
   /**
@@ -253,12 +288,12 @@ export class Admin {
    * nothing was sampled).
    */
   async queueSeries(queue: string | undefined, range: StatsRange): Promise<StatsPoint[]> {
-    return queueSeries(this.store, queue, range);
+    return queueSeries(this.reads, queue, range);
   }
 
   /** Workers that recorded their presence recently (each does every 10 s by default). */
   async workers(): Promise<WorkerPresence[]> {
-    const { rows } = await this.store.query(this.ops.workersLive);
+    const { rows } = await this.reads.query(this.ops.workersLive);
     return rows;
   }
 
@@ -297,7 +332,7 @@ export class Admin {
 
   /** Limits and pause state of one queue (or all queues with settings). */
   async getQueueLimits(queue?: string): Promise<QueueSettings[]> {
-    const { rows } = await this.store.query(this.flow.queueGetLimits, [
+    const { rows } = await this.reads.query(this.flow.queueGetLimits, [
       queue === undefined ? null : assertName("queue", queue),
     ]);
     return rows.map((r) => ({
@@ -336,7 +371,7 @@ export class Admin {
 
   /** Keys paused now (key null: the whole queue). */
   async pausedKeys(queue?: string): Promise<Array<{ queue: string; key: string | null; pausedUntil: Date }>> {
-    const { rows } = await this.store.query(this.flow.queueKeysPaused, [
+    const { rows } = await this.reads.query(this.flow.queueKeysPaused, [
       queue === undefined ? null : assertName("queue", queue),
     ]);
     return rows.map((r) => ({ queue: r.queue, key: r.key === "" ? null : r.key, pausedUntil: r.paused_until }));
@@ -346,8 +381,8 @@ export class Admin {
 
   /** Cron schedules declared by any process's Scheduler, with the last tick enqueued and the next one. */
   async cronSchedules(): Promise<CronScheduleRow[]> {
-    const { rows } = await this.store.query(this.cron.cronList);
-    const { rows: now } = await this.store.query(this.cron.dbNow);
+    const { rows } = await this.reads.query(this.cron.cronList);
+    const { rows: now } = await this.reads.query(this.cron.dbNow);
     return rows.map((r) => {
       let next: Date | null = null;
       try {
@@ -399,7 +434,8 @@ export class Admin {
   }
 
   private async notActionable(id: string, verb: string, valid: string): Promise<SkipqError> {
-    const job = await this.getJob(id);
+    // On the primary, where the write just found the job in another state (a replica may not show it yet).
+    const job = await this.jobOn(this.store, id);
     if (!job) return new SkipqError("SKIPQ_NOT_FOUND", `job ${id} does not exist`);
     return new ValidationError(`job ${id} is ${job.status}; only ${valid} jobs can be ${verb}`);
   }

@@ -252,3 +252,15 @@ export interface BulkCounts {
   limit: number;
   applicable: Record<BulkAction, number>;
 }
+
+/** Where Admin's reads go (`readConnectionString`) and how far behind the primary that server is. */
+export interface ReplicaStatus {
+  /** host:port of the read server. */
+  server: string;
+  /** False when the read server is a primary (prefer-standby found no standby): its lag is 0. */
+  standby: boolean;
+  /** WAL bytes the primary wrote that the read server has not replayed yet; null when unknown. */
+  lagBytes: number | null;
+  /** Time since the last commit it replayed was made, ms, while it is behind (0 once caught up); null when unknown. */
+  lagMs: number | null;
+}

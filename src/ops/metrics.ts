@@ -15,7 +15,7 @@ import { defaultLogger, type Logger } from "../core/logger.js";
 import { type Duration, toMs } from "../core/validate.js";
 import type { Worker } from "../worker/worker.js";
 import { Admin } from "./admin.js";
-import type { QueueOverview } from "./adminTypes.js";
+import type { QueueOverview, ReplicaStatus } from "./adminTypes.js";
 import { HEALTH_CHECKS, type HealthOptions, type HealthReport } from "./health.js";
 
 export interface MetricsOptions {
@@ -37,6 +37,8 @@ const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 interface Snapshot {
   queues: QueueOverview[];
   health: HealthReport | undefined;
+  /** The read replica's lag, when the client reads from one (readConnectionString). */
+  replica: ReplicaStatus | undefined;
 }
 
 export class SkipqMetrics {
@@ -48,6 +50,8 @@ export class SkipqMetrics {
   private snapshot: Snapshot | undefined;
   private snapshotAt = 0;
   private reading: Promise<Snapshot | undefined> | undefined;
+  /** The client reads from a replica (readConnectionString): its lag is read with the gauges. */
+  private readonly readsReplica: boolean;
 
   readonly claimLatency: Histogram<"queue">;
   readonly claimDuration: Histogram;
@@ -158,6 +162,8 @@ export class SkipqMetrics {
 
     if (this.admin) this.registerDepthGauges(registers);
     if (this.healthOptions) this.registerHealthGauges(registers);
+    this.readsReplica = options.skipq !== undefined && options.skipq.readStore !== options.skipq.store;
+    if (this.readsReplica) this.registerReplicaGauges(registers);
   }
 
   /** Counts this worker's claims, outcomes, reaps and listener state. Returns a function that detaches. */
@@ -219,10 +225,14 @@ export class SkipqMetrics {
     if (this.snapshot && performance.now() - this.snapshotAt < this.refreshMs) return Promise.resolve(this.snapshot);
     if (this.reading) return this.reading;
     const admin = this.admin as Admin;
-    this.reading = Promise.all([admin.overview(), this.healthOptions ? admin.health(this.healthOptions) : undefined])
+    this.reading = Promise.all([
+      admin.overview(),
+      this.healthOptions ? admin.health(this.healthOptions) : undefined,
+      this.readsReplica ? admin.replica() : undefined,
+    ])
       .then(
-        ([queues, health]) => {
-          this.snapshot = { queues, health };
+        ([queues, health, replica]) => {
+          this.snapshot = { queues, health, replica };
           this.snapshotAt = performance.now();
           return this.snapshot;
         },
@@ -280,6 +290,28 @@ export class SkipqMetrics {
         if (!snap) return;
         this.reset();
         for (const q of snap.queues) this.set({ queue: q.queue }, q.paused ? 1 : 0);
+      },
+    });
+  }
+
+  private registerReplicaGauges(registers: Registry[]): void {
+    const metrics = this;
+    new Gauge({
+      name: "skipq_replica_lag_seconds",
+      help: "How far the read replica (readConnectionString) is behind the primary: time since the last commit it replayed, 0 once caught up",
+      registers,
+      async collect() {
+        const replica = (await metrics.read())?.replica;
+        if (replica?.lagMs != null) this.set(replica.lagMs / 1000);
+      },
+    });
+    new Gauge({
+      name: "skipq_replica_lag_bytes",
+      help: "WAL bytes the primary wrote that the read replica has not replayed yet",
+      registers,
+      async collect() {
+        const replica = (await metrics.read())?.replica;
+        if (replica?.lagBytes != null) this.set(replica.lagBytes);
       },
     });
   }

@@ -42,6 +42,8 @@ export interface CompleterOptions {
   onWarning: (error: unknown) => void;
   /** After each flush that wrote something (a limited queue's slot is free only now). */
   onFlushed: () => void;
+  /** A retry or snooze was written: the job falls due again in `delayMs` (the fetcher wakes then). */
+  onDue: (delayMs: number) => void;
   /** Applied to every error text before it is stored. */
   redactError: ErrorRedactor;
   /** This worker's id, named in attempt logs. */
@@ -225,6 +227,7 @@ export class Completer {
     // Every log of the outcomes taken here (a job's log is queued with its outcome, so none is left behind).
     const logs = this.attemptLogs.splice(0, this.attemptLogs.length);
     this.inFlight = completions.length + withResults.length + settlements.length + spawning.length;
+    let firstFailureAt: number | undefined;
     try {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -233,12 +236,14 @@ export class Completer {
             await this.o.features.appendAttemptLogs(logs);
             logs.length = 0;
           }
-          await this.isolating(settlements, async (part) =>
+          await this.isolating(settlements, async (part) => {
+            const accepted = (await this.o.jobs.settleMany(part)).map((r) => r.id);
             this.noteStale(
               part.map((x) => x.id),
-              (await this.o.jobs.settleMany(part)).map((r) => r.id),
-            ),
-          );
+              accepted,
+            );
+            this.noteDue(part, accepted);
+          });
           await this.isolating(completions, async (part) => {
             const sent = part.map((c) => c.id);
             const accepted = await this.o.jobs.completeMany(
@@ -265,8 +270,11 @@ export class Completer {
           return;
         } catch (error) {
           this.o.onWarning(error);
-          // Outcomes are retried until their leases would have expired anyway; then the reaper takes over.
-          if (attempt * 250 > this.o.lockTimeoutMs || this.o.stopped()) {
+          // Outcomes are retried until their leases would have expired anyway (one lease since the first
+          // failure: the backoff below grows to 2 s, so counting attempts kept a 30 s lease's outcomes retrying
+          // for minutes after a failover); then the reaper takes over.
+          firstFailureAt ??= performance.now();
+          if (performance.now() - firstFailureAt > this.o.lockTimeoutMs || this.o.stopped()) {
             this.o.logger.error(
               { err: error, jobs: completions.length + withResults.length + settlements.length + spawning.length },
               "skipq: could not record outcomes; their leases will expire and the jobs run again",
@@ -357,6 +365,16 @@ export class Completer {
         settled.map((r) => r.id),
       );
     }
+  }
+
+  /** The earliest run_at among the retries and snoozes just written, as a delay from now (for the fetcher). */
+  private noteDue(settlements: readonly Settlement[], accepted: readonly string[]): void {
+    const written = new Set(accepted);
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const x of settlements) {
+      if ((x.action === "retry" || x.action === "snooze") && written.has(x.id)) soonest = Math.min(soonest, x.delayMs);
+    }
+    if (soonest < Number.POSITIVE_INFINITY) this.o.onDue(soonest);
   }
 
   private noteStale(sent: readonly string[], accepted: readonly string[]): void {

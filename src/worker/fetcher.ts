@@ -7,8 +7,9 @@
  * Invariants: at most `concurrency` handlers run at once; at most
  * `concurrency + prefetch` leases are held; no claim starts while the
  * completer's backlog is full; a notification that arrives during a claim is
- * never lost (the loop claims again instead of idling); nothing is claimed or
- * started once the worker is stopping.
+ * never lost (the loop claims again instead of idling); after a failed claim
+ * no claim starts until its backoff is over; nothing is claimed or started
+ * once the worker is stopping.
  */
 import type { Logger } from "../core/logger.js";
 import type { ClaimedRow } from "../db/jobStore.js";
@@ -28,6 +29,8 @@ export interface FetcherOptions {
   batchSize: number;
   maxClaims: number;
   pollMs: number;
+  /** Milliseconds until the next job of these queues that is not due yet falls due; null when none. */
+  nextDue: () => Promise<number | null>;
   held: Map<string, Running>;
   stats: WorkerStats;
   logger: Logger;
@@ -55,6 +58,13 @@ export class Fetcher {
   /** Jobs asked for by the claims in flight. */
   private requested = 0;
   private claimFailures = 0;
+  /** Set by reachableAgain since the last claim started: ends a claim backoff early. */
+  private reachable = false;
+  /**
+   * The earliest time (performance.now()) at which a job of these queues is known to fall due: from this
+   * worker's own retries and snoozes, or the next-due query after a short claim. An idle wait ends then.
+   */
+  private dueAt: number | undefined;
   private sawEmpty = false;
   /** Notifications received; a claim that came back short idles only if none arrived while it ran. */
   private notifications = 0;
@@ -82,6 +92,47 @@ export class Fetcher {
     this.wakeup.wake();
   }
 
+  /** The database answers again (the listener reconnected): a claim backoff in progress ends now. */
+  reachableAgain(): void {
+    this.reachable = true;
+    this.wakeup.wake();
+  }
+
+  /**
+   * Waits out the backoff after `claimFailures` failed claims. Only a stop or a sign that the database is
+   * back (reachableAgain) ends it early: the wake-ups of a freed slot, a flush or the failed claim's own
+   * settling do not — each would cut the backoff to nothing, and a worker cut off from its database would
+   * spin through claims (issue 25: 40,140 failures and 4,000 log lines in a 3 s outage).
+   */
+  private async waitOutBackoff(): Promise<void> {
+    const end = performance.now() + backoffWait(this.claimFailures, 50, 5000);
+    for (let left = end - performance.now(); left > 0; left = end - performance.now()) {
+      if (!this.o.running() || this.reachable) return;
+      await this.wakeup.wait(left);
+    }
+  }
+
+  /** A job of these queues falls due in `delayMs` (a retry or snooze this worker just wrote). */
+  noteDue(delayMs: number): void {
+    const at = performance.now() + Math.max(0, delayMs);
+    if (this.dueAt === undefined || at < this.dueAt) this.dueAt = at;
+  }
+
+  /**
+   * How long to idle after a claim came back short: until the next poll, or sooner when a job is known to
+   * fall due before it. Unless one already is, one cheap query asks the database (a delayed job, another
+   * worker's retry); a failed query just leaves the poll.
+   */
+  private async idleWaitMs(): Promise<number> {
+    const poll = this.o.pollMs;
+    if (this.dueAt !== undefined && this.dueAt <= performance.now()) this.dueAt = undefined;
+    if (this.dueAt === undefined) {
+      const dueMs = await this.o.nextDue().catch(() => null);
+      if (dueMs !== null && dueMs < poll) this.noteDue(dueMs);
+    }
+    return this.dueAt === undefined ? poll : Math.min(poll, Math.max(0, this.dueAt - performance.now()));
+  }
+
   /** A handler took `ms`: feeds the prefetch target. */
   noteHandlerMs(ms: number): void {
     this.handlerMs = this.handlerMs === undefined ? ms : 0.8 * this.handlerMs + 0.2 * ms;
@@ -97,12 +148,19 @@ export class Fetcher {
     while (o.running()) {
       const cap = o.concurrency + this.prefetchTarget();
       const fullClaim = Math.min(o.batchSize, cap);
-      if (this.claimFailures > 0 && this.claimsInFlight === 0) {
-        await this.wakeup.wait(backoffWait(this.claimFailures, 50, 5000));
+      if (this.claimFailures > 0) {
+        // After a failed claim no other claim starts until the backoff is over: the one still in flight
+        // returns first (its settling wakes this loop), then the loop waits the backoff out.
+        if (this.claimsInFlight > 0) {
+          await this.wakeup.wait(o.pollMs);
+          continue;
+        }
+        await this.waitOutBackoff();
+        if (!o.running()) break;
       } else if (this.sawEmpty && this.claimsInFlight === 0) {
         this.sawEmpty = false;
         if (o.held.size === 0) o.onIdle();
-        await this.wakeup.wait(o.pollMs);
+        await this.wakeup.wait(await this.idleWaitMs());
         continue;
       }
       if (!o.running()) break;
@@ -121,6 +179,7 @@ export class Fetcher {
       }
       this.claimsInFlight++;
       this.requested += room;
+      this.reachable = false;
       const notificationsBefore = this.notifications;
       const claiming: Promise<void> = this.claim(room)
         .then(

@@ -14,7 +14,8 @@
  */
 import pg from "pg";
 import type { Logger } from "../core/logger.js";
-import { connectionOptions, type ResolvedSettings, SessionClient } from "../db/pool.js";
+import { type ConnectionTarget, parseConnectionString } from "../db/connectionString.js";
+import { connectionOptions, type ResolvedSettings, SessionClient, targetOptions } from "../db/pool.js";
 
 export interface ListenerOptions {
   connectionString: string;
@@ -47,7 +48,12 @@ export class Listener {
   private retryTimer: NodeJS.Timeout | undefined;
   private pingTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly options: ListenerOptions) {}
+  /** The parsed connection string: a malformed one fails here, before any connection is tried. */
+  private readonly target: ConnectionTarget;
+
+  constructor(private readonly options: ListenerOptions) {
+    this.target = parseConnectionString(options.connectionString);
+  }
 
   /** Connects and LISTENs; resolves after the first attempt, whether or not it succeeded. Idempotent. */
   async start(): Promise<void> {
@@ -70,10 +76,9 @@ export class Listener {
   private async connect(): Promise<void> {
     if (!this.running) return;
     const client = new SessionClient({
-      connectionString: this.options.connectionString,
+      ...targetOptions(this.target),
       ...connectionOptions(this.options.sessionSettings ?? false),
       application_name: this.options.applicationName ?? "skipq:listener",
-      connectionTimeoutMillis: 10_000,
       // A read timeout on every statement (LISTEN, the pings): without one, a half-open connection
       // leaves a query waiting forever.
       query_timeout: this.options.pingTimeoutMs ?? 5000,
@@ -88,15 +93,25 @@ export class Listener {
       this.setConnected(false);
       client.end().catch(() => undefined);
       if (this.running) {
-        this.options.logger.warn(
-          { err: error },
-          "skipq: listener connection lost; polling continues while it reconnects",
-        );
+        // One line when the connection is lost, then one per 20 failed attempts: an outage costs a few lines.
+        if (this.failures === 0) {
+          this.options.logger.warn(
+            { err: error },
+            "skipq: listener connection lost; polling continues while it reconnects",
+          );
+        } else if (this.failures % 20 === 0) {
+          this.options.logger.warn(
+            { err: error, failures: this.failures },
+            "skipq: listener still cannot connect; polling continues while it retries with backoff",
+          );
+        }
         this.scheduleReconnect();
       }
     };
     client.on("error", lost);
     client.on("end", () => lost());
+    // The server reported it no longer fits target_session_attrs (a primary turned read-only): move now.
+    client.onUnfit = () => lost(new Error("the server no longer fits target_session_attrs; reconnecting"));
     this.client = client;
     try {
       await client.connect();

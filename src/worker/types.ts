@@ -134,7 +134,10 @@ export interface WorkerOptions {
   lockTimeout?: Duration | undefined;
   /** How often running jobs' leases are extended. Default lockTimeout / 3. */
   heartbeatInterval?: Duration | undefined;
-  /** Longest idle wait between claims when no notification arrives. Default "1s". */
+  /**
+   * Longest idle wait between claims when no notification arrives; an idle worker also wakes when a job it
+   * knows of falls due (its own retries and snoozes, the next due job of its queues). Default "1s".
+   */
   pollInterval?: Duration | undefined;
   /** On stop, how long in-flight handlers may finish before their signals abort. Default "10s". */
   shutdownTimeout?: Duration | undefined;

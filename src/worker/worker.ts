@@ -155,6 +155,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       // Under limits a slot is free only once its outcome is recorded, and a full backlog blocks claims
       // until written: claim again now, not at the next poll.
       onFlushed: () => this.fetcher.wakeup.wake(),
+      onDue: (delayMs) => this.fetcher.noteDue(delayMs),
       completeSpawning: (id, lease, result, rows) =>
         completeSpawning({ pool, jobs, features, enqueuer }, id, lease, result, rows),
     });
@@ -206,6 +207,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       batchSize: s.batchSize,
       maxClaims,
       pollMs: s.pollMs,
+      nextDue: () => jobs.nextDueMs(s.queues),
       held: this.held,
       stats: this.stats,
       logger: this.logger,
@@ -231,9 +233,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
         else if (this.queues.includes(message)) this.fetcher.notified();
       },
       onConnectionChange: (connected) => {
-        // Listening (again): a job announced before, while nobody listened, is found by a claim now, not
-        // a poll interval later (the first connect follows start()'s first claim, too).
-        if (connected) this.fetcher.notified();
+        // Listening (again): the database answers, so a claim backoff need not run out; and a job announced
+        // while nobody listened is found by a claim now, not a poll interval later (the first connect follows
+        // start()'s first claim, too).
+        if (connected) {
+          this.fetcher.reachableAgain();
+          this.fetcher.notified();
+        }
         this.emit("listener", connected);
       },
     });

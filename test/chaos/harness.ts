@@ -13,6 +13,8 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
+import { parseConnectionString } from "../../src/db/connectionString.js";
+import { createPool } from "../../src/db/pool.js";
 import { Skipq, type SkipqOptions, silentLogger } from "../../src/index.js";
 import { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import { until as pollUntil } from "../until.js";
@@ -67,7 +69,10 @@ export async function chaosQueue(url: string, label: string, options: SkipqOptio
   const schema = `c_${label.toLowerCase().replace(/[^a-z0-9]+/g, "_")}_${process.pid}_${counter++}`;
   const skipq = new Skipq({ connectionString: url, logger: silentLogger, ...options, schema });
   await skipq.migrate();
-  const db = new pg.Pool({ connectionString: url, max: 10 });
+  // A host list (the fleet's failover rows) needs skipq's own client to find the primary; one host, pg's.
+  const db = parseConnectionString(url).managed
+    ? createPool(url, 10, silentLogger, "chaos-test")
+    : new pg.Pool({ connectionString: url, max: 10 });
   db.on("error", () => undefined);
   await db.query(`CREATE TABLE "${schema}".effects (job_id bigint PRIMARY KEY, lease bigint, n int DEFAULT 1)`);
   const ledgerDir = mkdtempSync(path.join(os.tmpdir(), `skipq-ledger-${label}-`));
@@ -217,6 +222,26 @@ export interface ResultRow {
   recoveryMs?: number;
   /** Anything else the row reports, already formatted. */
   other?: string;
+  /** Rows measured run after run (the failover rows): each run's figures, oldest first (at most 10 kept). */
+  runs?: Array<Record<string, number | string | boolean | null>>;
+}
+
+/**
+ * Publishes a row's figures with `run` appended to the runs results.json already holds for the row (the last
+ * 10 are kept), so repeated runs of a row build up its per-run table.
+ */
+export function recordRun(
+  result: Omit<ResultRow, "runs">,
+  run: Record<string, number | string | boolean | null>,
+): void {
+  let previous: ResultRow["runs"] = [];
+  try {
+    const file = JSON.parse(readFileSync(path.join(here, "results.json"), "utf8")) as { rows: ResultRow[] };
+    previous = file.rows.find((r) => r.row === result.row)?.runs ?? [];
+  } catch {
+    /* no results yet */
+  }
+  recordResult({ ...result, runs: [...previous, { at: new Date().toISOString(), ...run }].slice(-10) });
 }
 
 /** Publishes a row's figures; the suite's teardown merges them into results.json. */

@@ -27,6 +27,8 @@ export interface JobSpec {
   throws?: string;
   /** Never resolve (P8). */
   never?: boolean;
+  /** Run until this file exists (polled every 50 ms): the test decides when the handler ends (fleet N6-N9). */
+  untilFile?: string;
 }
 
 /** Configuration of one worker-child process. */

@@ -4,8 +4,8 @@
  * it late (as TCP retransmission does after a partition heals), a blackhole
  * that silently drops a connection's bytes without FIN or RST (half-open),
  * resets (RST) of a fraction of the traffic, the server's reply to one chosen
- * statement swallowed (an ambiguous commit), and a switchable target
- * (failover).
+ * statement swallowed (an ambiguous commit), a switchable target
+ * (failover), and an outage (the port refusing connections, then back).
  *
  * Invariants: it listens on 127.0.0.1 and only ever connects to 127.0.0.1;
  * faults apply to the bytes it forwards, never to the server itself; close()
@@ -122,6 +122,25 @@ export class ChaosProxy {
   dropReplyTo(pattern: RegExp, times = 1): void {
     if (!this.options.inspect) throw new Error("dropReplyTo needs a proxy created with { inspect: true }");
     this.armed = { pattern, remaining: times };
+  }
+
+  /**
+   * An outage: the port stops listening (new connections get ECONNREFUSED) and every open connection is
+   * reset, until reopen() listens again on the same port.
+   */
+  async refuse(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    this.resetAll();
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  }
+
+  /** Ends refuse(): listens again on the same port. */
+  async reopen(): Promise<void> {
+    if (this.server) return;
+    const server = net.createServer((client) => this.accept(client));
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(this.port, "127.0.0.1", resolve));
   }
 
   /** Resets every open connection (RST to the client, upstream destroyed). */

@@ -8,7 +8,7 @@
  * whether a run was correct: the parent's reconciler does, from the ledgers
  * and the database.
  */
-import { appendFileSync } from "node:fs";
+import { appendFileSync, existsSync } from "node:fs";
 import pg from "pg";
 import { defaultLogger, type Job, Scheduler, Skipq, type WorkerOptions } from "../../src/index.js";
 import type { ChildConfig, JobSpec } from "./ledger.js";
@@ -143,6 +143,7 @@ worker.register("chaos", async (raw, ctx) => {
       return;
     }
     if (payload.never) await new Promise(() => undefined);
+    while (payload.untilFile && !existsSync(payload.untilFile)) await sleep(50, ctx.signal);
     const ms = Math.min(payload.ms ?? 0, config.maxMs ?? Number.POSITIVE_INFINITY);
     await sleep(ms, payload.ignoreAbort ? undefined : ctx.signal);
     if (effects && payload.effect) {
@@ -165,7 +166,7 @@ if (scheduler) worker.register("tick", () => undefined);
 
 worker.on("jobEnd", (job, outcome) => log({ e: "outcome", id: job.id, lease: job.lease, outcome }));
 worker.on("staleOutcome", (ids) => log({ e: "stale", ids }));
-worker.on("claimed", (jobs) => log({ e: "claimed", n: jobs.length }));
+worker.on("claimed", (jobs) => log({ e: "claimed", n: jobs.length, ids: jobs.map((j) => j.id) }));
 worker.on("reaped", (jobs) => log({ e: "reaped", ids: jobs.map((j) => j.id) }));
 worker.on("listener", (connected) => log({ e: "listener", ok: connected }));
 // Database errors the worker survived, by where they happened (claim, heartbeat, outcome, start), for the ticks.

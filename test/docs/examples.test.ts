@@ -130,3 +130,9 @@ test("examples/workflows.ts runs a diamond, a fan-out with its fan-in, and a bat
   expect(out).not.toContain("thank-you: sent");
   expect(out).toMatch(/batch \d+: \{"completed":2,"dead":1\}, finished: true/);
 });
+
+test("examples/high-availability.ts reaches the primary through a host list and reads where a standby would be", async () => {
+  const out = await runExample("examples/high-availability.ts");
+  expect(out).toContain("ran 1 job on the primary");
+  expect(out).toMatch(/reads from .+ \(a primary: no standby answered\)/);
+});

@@ -95,7 +95,13 @@ Examples:
       }
       // Only on loopback: anywhere else startDashboard must see "no credentials" and refuse.
       const generated = !credentials && isLoopback(flags.host) ? randomBytes(24).toString("base64url") : undefined;
-      const skipq = new Skipq({ connectionString, schema: config.schema, poolSize: 4, logger: defaultLogger });
+      const skipq = new Skipq({
+        connectionString,
+        ...(config.readConnectionString ? { readConnectionString: config.readConnectionString } : {}),
+        schema: config.schema,
+        poolSize: 4,
+        logger: defaultLogger,
+      });
       try {
         await checkSchema(skipq);
         const running = await startDashboard({

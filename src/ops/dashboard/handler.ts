@@ -21,6 +21,7 @@ import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger } from "../../core/logger.js";
 import { assertInt, toMs } from "../../core/validate.js";
 import { Admin } from "../admin.js";
+import type { ReplicaStatus } from "../adminTypes.js";
 import { SkipqMetrics } from "../metrics.js";
 import { LIVE_JS } from "./assets.js";
 import {
@@ -89,6 +90,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     options.skipq ??
     new Skipq({
       connectionString: options.connectionString ?? process.env.DATABASE_URL,
+      readConnectionString:
+        options.readConnectionString ?? ((options.env ?? process.env).SKIPQ_READ_DATABASE_URL || undefined),
       poolSize: 4,
       ...(options.schema ? { schema: options.schema } : {}),
       ...(options.logger ? { logger: options.logger } : {}),
@@ -120,7 +123,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       ? undefined
       : new LiveHub({
           admin,
-          store: skipq.store,
+          // Its reads follow the pages' (a standby, when configured); its LISTEN stays on the primary.
+          store: skipq.readStore,
           connectionString:
             skipq.connectionString ??
             (skipq.pool as { options?: { connectionString?: string } }).options?.connectionString,
@@ -156,6 +160,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
       title,
       canAct: role === "admin",
       role,
+      replica: req.method === "GET" ? await replicaStatus() : undefined,
       csrf: principal.kind === "bearer" ? undefined : auth.csrfToken(principal),
       flash: flashCookie
         ? {
@@ -256,7 +261,16 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
 
   const series = sharedSeries(admin);
   const search = sharedSearch(admin);
-  const workersInFlight = () => workersWithInFlight(admin, skipq.store);
+  const workersInFlight = () => workersWithInFlight(admin, skipq.readStore);
+  // Where the pages read from, for the header: read at most every 2 s, whatever the page rate.
+  let replica: { at: number; status: Promise<ReplicaStatus | "failed" | undefined> } | undefined;
+  const replicaStatus = () => {
+    if (skipq.readStore === skipq.store) return Promise.resolve(undefined);
+    if (!replica || performance.now() - replica.at > 2000) {
+      replica = { at: performance.now(), status: admin.replica().catch(() => "failed" as const) };
+    }
+    return replica.status;
+  };
 
   const runtime: DashboardRuntime = {
     base,

@@ -17,6 +17,12 @@ export interface DashboardOptions {
   skipq?: Skipq;
   /** Used when `skipq` is not given. Default: `DATABASE_URL`. */
   connectionString?: string;
+  /**
+   * Used when `skipq` is not given: where the pages' reads go (a standby, or the host list with
+   * `target_session_attrs=prefer-standby`); the header shows its replication lag. Writes (actions, sign-in)
+   * stay on `connectionString`. Default: `SKIPQ_READ_DATABASE_URL`, else none.
+   */
+  readConnectionString?: string | undefined;
   /** Schema, when `skipq` is not given. Default: `SKIPQ_SCHEMA`, else "skipq". */
   schema?: string;
   /**

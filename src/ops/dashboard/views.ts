@@ -16,6 +16,7 @@ import {
   type ListedJob,
   type QueueOverview,
   type QueueSettings,
+  type ReplicaStatus,
   type StatsPoint,
   type StatsRange,
   type WorkerPresence,
@@ -40,7 +41,7 @@ header{background:var(--bar);color:#fff;padding:8px 16px;display:flex;flex-wrap:
 header nav{display:flex;flex-wrap:wrap;gap:4px 16px;align-items:center}
 header a{color:var(--barfg);text-decoration:none}header a:hover{color:#fff;text-decoration:underline}header .brand{font-weight:700;color:#fff}
 header .signout{margin-left:auto}.live{font-size:12px;padding:1px 8px;border-radius:8px;border:1px solid #6b7280;color:#d1d5db}
-.live.on{border-color:#34d399;color:#6ee7b7}main{padding:16px;max-width:1280px}
+.live.on{border-color:#34d399;color:#6ee7b7}.live.lag{border-color:#f59e0b;color:#fcd34d}main{padding:16px;max-width:1280px}
 table{border-collapse:collapse;width:100%;background:var(--card);margin:8px 0 16px}.scroll{overflow-x:auto}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
 th{background:var(--head);font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
@@ -78,6 +79,29 @@ export interface PageContext {
   role?: "admin" | "viewer";
   /** What the live script subscribes to on this page ("queues", "workers"; watched jobs are marked in the markup). */
   live?: string[];
+  /** Where the page's reads came from, when a read replica is configured ("failed": its status could not be read). */
+  replica?: ReplicaStatus | "failed";
+}
+
+/** The header's note on a read replica: which server the page read, and how far behind the primary it is. */
+function replicaNote(replica: ReplicaStatus | "failed" | undefined): SafeHtml | string {
+  if (replica === undefined) return "";
+  if (replica === "failed")
+    return html`<span class="live lag" id="replica" title="Pages read from a replica">replica lag unknown</span>`;
+  if (!replica.standby) {
+    return html`<span class="live" id="replica" title="No standby answered: pages read from a primary">reads: ${replica.server} (primary)</span>`;
+  }
+  const behind =
+    replica.lagBytes === 0
+      ? "caught up"
+      : `${replica.lagMs === null ? "?" : (replica.lagMs / 1000).toFixed(1)} s / ${replica.lagBytes === null ? "?" : bytes(replica.lagBytes)} behind`;
+  return html`<span class="live${replica.lagMs !== null && replica.lagMs > 10_000 ? " lag" : ""}" id="replica" data-lag-ms="${replica.lagMs ?? ""}" data-lag-bytes="${replica.lagBytes ?? ""}" title="Pages read from a standby; what they show lags the primary by this much">reads: standby ${replica.server}, ${behind}</span>`;
+}
+
+function bytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} kB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
 }
 
 export function layout(ctx: PageContext, heading: string, body: SafeHtml | Array<SafeHtml | string>): SafeHtml {
@@ -92,6 +116,7 @@ ${live.length > 0 ? html`<script src="${b}/assets/live.js" defer></script>` : ""
 <header><nav aria-label="Main"><a class="brand" href="${b}/">${ctx.title}</a>
 <a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/cron">Cron</a><a href="${b}/dead">Dead</a><a href="${b}/outbox">Outbox</a><a href="${b}/audit">Audit</a><a href="${b}/metrics">Metrics</a></nav>
 ${ctx.role === "viewer" ? html`<span class="live" title="This credential only reads">read-only</span>` : ""}
+${replicaNote(ctx.replica)}
 ${live.length > 0 ? html`<span id="live" class="live off" title="Live updates">static</span>` : ""}
 ${ctx.csrf === undefined ? "" : html`<form class="inline signout" method="post" action="${b}/logout">${csrfField(ctx.csrf)}<button type="submit">Sign out</button></form>`}
 </header><main id="main"><h1>${heading}</h1>
