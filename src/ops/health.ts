@@ -2,21 +2,44 @@
  * Health checks for the things that silently hurt a PostgreSQL queue: a long
  * or idle-in-transaction session (or a prepared transaction, or a replication
  * slot) holding back the xmin horizon so vacuum removes nothing; dead tuples
- * piling up on the jobs table; runnable jobs of a kind no live worker handles.
+ * piling up on the jobs table; claims reading many index pages per scan (the
+ * effect of that horizon on the claim index, measured between two checks);
+ * runnable jobs of a kind no live worker handles.
  * Read-only: it only reads statistics views and the live-row indexes.
  */
 import { type Duration, toMs } from "../core/validate.js";
 import type { Store } from "../db/store.js";
 
-export type HealthCheck = "long-transaction" | "idle-in-transaction" | "xmin-holder" | "dead-tuples" | "unhandled-kind";
+export type HealthCheck =
+  | "long-transaction"
+  | "idle-in-transaction"
+  | "xmin-holder"
+  | "dead-tuples"
+  | "claim-index-pages"
+  | "unhandled-kind";
 
 export const HEALTH_CHECKS: readonly HealthCheck[] = [
   "long-transaction",
   "idle-in-transaction",
   "xmin-holder",
   "dead-tuples",
+  "claim-index-pages",
   "unhandled-kind",
 ];
+
+/** What holds the xmin horizon back the longest: a session, a prepared transaction or a replication slot. */
+export interface XminHolder {
+  /** "session 1234 (app)", "prepared transaction gid", "replication slot name". */
+  holder: string;
+  /** Age of its xmin in transactions. */
+  ageTransactions: number;
+  /** How long it has held it, s (a session's transaction, a prepared transaction); null for a slot. */
+  seconds: number | null;
+  /** A session's pid, transaction start and current query's start. */
+  pid?: number;
+  transactionStart?: Date;
+  queryStart?: Date | null;
+}
 
 export interface HealthWarning {
   check: HealthCheck;
@@ -29,8 +52,16 @@ export interface HealthReport {
   warnings: HealthWarning[];
   /** Age in transactions of the oldest snapshot in this database held by another session; null when none. */
   oldestXminAge: number | null;
+  /** The oldest xmin holder in this database (another session, a prepared transaction, a slot); null when none. */
+  oldestXmin: XminHolder | null;
   /** The jobs table's dead and live tuples as last reported by the statistics collector. */
   jobsTable: { live: number; dead: number; lastAutovacuum: Date | null } | null;
+  /**
+   * Index pages per scan of jobs_pending_claim since this process's previous health check (null on the first,
+   * or with no scan between): a handful when claims skip what they consumed, many when they step over dead
+   * entries a held snapshot keeps.
+   */
+  claimIndexPagesPerScan: number | null;
 }
 
 export interface HealthOptions {
@@ -46,7 +77,12 @@ export interface HealthOptions {
   deadTupleRatio?: number;
   /** Pending jobs are reported as unhandled once runnable for this long. Default "1m". */
   unhandledAfter?: Duration;
+  /** Index pages per claim-index scan worth reporting. Default 20. */
+  claimIndexPages?: number;
 }
+
+/** The previous read of the claim index's counters, per schema (this process's health checks). */
+const lastClaimCounters = new Map<string, { scans: number; pages: number }>();
 
 const seconds = (v: unknown): number => Math.round(Number(v ?? 0));
 
@@ -60,11 +96,13 @@ export async function checkHealth(store: Store, options: HealthOptions = {}): Pr
   const minDead = options.minDeadTuples ?? 10_000;
   const ratio = options.deadTupleRatio ?? 0.2;
 
-  const [holders, others, tuples, unhandled] = await Promise.all([
+  const claimPages = options.claimIndexPages ?? 20;
+  const [holders, others, tuples, unhandled, counters] = await Promise.all([
     store.query(sql.xminHolders),
     store.query(sql.xminOthers),
     store.query(sql.jobsTableTuples, [schema]),
     store.query(sql.unhandledKinds, [unhandledMs]),
+    store.query<{ scans: number; pages: number }>(sql.claimIndexCounters, [schema]),
   ]);
   const warnings: HealthWarning[] = [];
   for (const s of holders.rows) {
@@ -117,6 +155,46 @@ export async function checkHealth(store: Store, options: HealthOptions = {}): Pr
       detail: { queue: u.queue, kind: u.kind, pending: u.pending, oldestSeconds: seconds(u.oldest_s) },
     });
   }
+  const now = counters.rows[0];
+  const before = lastClaimCounters.get(schema);
+  let claimIndexPagesPerScan: number | null = null;
+  if (now) {
+    lastClaimCounters.set(schema, { scans: now.scans, pages: now.pages });
+    if (before && now.scans > before.scans && now.pages >= before.pages)
+      claimIndexPagesPerScan = (now.pages - before.pages) / (now.scans - before.scans);
+  }
+  if (claimIndexPagesPerScan !== null && claimIndexPagesPerScan >= claimPages) {
+    warnings.push({
+      check: "claim-index-pages",
+      message: `each scan of the claim index read ${claimIndexPagesPerScan.toFixed(1)} pages since the last check (a claim that skips what it consumed reads a few): it is stepping over dead entries. Look for the xmin holder reported here, end it, then VACUUM ${schema}.jobs; skipq workers read from their floors, so this is most often an SQL-protocol worker or another client claiming without them`,
+      detail: { pagesPerScan: claimIndexPagesPerScan },
+    });
+  }
+  const candidates: XminHolder[] = [
+    ...holders.rows.map((r) => ({
+      holder: `session ${r.pid} (${r.application_name || r.usename})`,
+      ageTransactions: Number(r.xmin_age),
+      seconds: r.xact_seconds === null ? null : seconds(r.xact_seconds),
+      pid: r.pid,
+      transactionStart: r.xact_start,
+      queryStart: r.query_start,
+    })),
+    ...others.rows.map((o) => ({
+      holder: String(o.holder),
+      ageTransactions: Number(o.xmin_age),
+      seconds: o.seconds === null ? null : seconds(o.seconds),
+    })),
+  ];
+  const oldestXmin = candidates.reduce<XminHolder | null>(
+    (a, c) => (a === null || c.ageTransactions > a.ageTransactions ? c : a),
+    null,
+  );
   const ages = holders.rows.map((r) => Number(r.xmin_age));
-  return { warnings, oldestXminAge: ages.length > 0 ? Math.max(...ages) : null, jobsTable };
+  return {
+    warnings,
+    oldestXminAge: ages.length > 0 ? Math.max(...ages) : null,
+    oldestXmin,
+    jobsTable,
+    claimIndexPagesPerScan,
+  };
 }

@@ -339,6 +339,24 @@ export class SkipqMetrics {
       },
     });
     new Gauge({
+      name: "skipq_xmin_horizon_seconds",
+      help: "How long the oldest xmin holder of this database (another session's transaction, a prepared transaction) has held it, s (0 when none)",
+      registers,
+      async collect() {
+        const health = (await metrics.read())?.health;
+        if (health) this.set(health.oldestXmin?.seconds ?? 0);
+      },
+    });
+    new Gauge({
+      name: "skipq_claim_index_pages_per_scan",
+      help: "Index pages per scan of the claim index (jobs_pending_claim) between two reads of the metrics; a few when claims skip what they consumed",
+      registers,
+      async collect() {
+        const health = (await metrics.read())?.health;
+        if (health && health.claimIndexPagesPerScan !== null) this.set(health.claimIndexPagesPerScan);
+      },
+    });
+    new Gauge({
       name: "skipq_jobs_table_dead_tuples",
       help: "Dead tuples on the jobs table as last reported by PostgreSQL's statistics",
       registers,

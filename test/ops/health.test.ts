@@ -123,3 +123,75 @@ test("pending jobs of a kind no live worker handles are reported; kinds a live w
     await t.cleanup();
   }
 });
+
+test("claims stepping over dead index entries under a held snapshot are reported with the holder, and claims from floors are not", async () => {
+  const t = await testQueue("health_claim_pages");
+  const admin = new Admin(t.skipq);
+  const holder = new pg.Client({ connectionString: DATABASE_URL, application_name: "report-holder" });
+  await holder.connect();
+  const s = `"${t.schema}"`;
+  const client = await t.db.connect();
+  try {
+    await t.db.query(`ALTER TABLE ${s}.jobs SET (autovacuum_enabled = false)`);
+    await t.db.query(
+      `INSERT INTO ${s}.jobs (queue, kind, run_at) SELECT 'q', 'k', now() - interval '1 hour' FROM generate_series(1, 6000)`,
+    );
+    await t.db.query(`VACUUM ANALYZE ${s}.jobs`);
+    await holder.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    await holder.query("SELECT 1");
+    const holderPid = (await holder.query("SELECT pg_backend_pid() AS pid")).rows[0].pid;
+    const sql = t.skipq.store.sql.jobs;
+    // 5,000 jobs consumed under the snapshot: their claim-index entries stay alive.
+    for (let i = 0; i < 10; i++) {
+      const { rows } = await client.query(sql.jobClaimBatch.text, [["q"], 500, "w", 60_000]);
+      await client.query(sql.jobCompleteMany.text, [rows.map((r) => r.id), rows.map((r) => r.lease)]);
+    }
+    await client.query("SELECT pg_stat_force_next_flush()");
+    await admin.health(); // the baseline this process compares with
+    // Claims that read the queue from its start (no floors, like an SQL-protocol worker) step over them all.
+    for (let i = 0; i < 5; i++) {
+      await client.query("BEGIN");
+      await client.query(sql.jobClaimBatch.text, [["q"], 1, "w", 60_000]);
+      await client.query("ROLLBACK");
+    }
+    await client.query("SELECT pg_stat_force_next_flush()");
+    const report = (await until("claim-index pages reported", async () => {
+      const r = await admin.health();
+      return r.warnings.some((w) => w.check === "claim-index-pages") && r;
+    })) as HealthReport;
+    expect(report.claimIndexPagesPerScan).toBeGreaterThanOrEqual(20);
+    // The oldest holder of the database (other tests' sessions may hold older ones than ours): named, with its start.
+    expect(report.oldestXmin?.holder).toMatch(/^(session \d+|prepared transaction|replication slot)/);
+    if (report.oldestXmin?.pid === holderPid) expect(report.oldestXmin.holder).toContain("report-holder");
+    expect(report.oldestXmin?.ageTransactions).toBeGreaterThanOrEqual(0);
+    // Claims from a floor past the consumed jobs read a few pages per scan: no warning.
+    const { rows: next } = await client.query(
+      `SELECT run_at::text AS run_at, id::text AS id FROM ${s}.jobs WHERE status = 'pending' ORDER BY run_at, id LIMIT 1`,
+    );
+    for (let i = 0; i < 5; i++) {
+      await client.query("BEGIN");
+      await client.query(sql.jobClaimFrom.text, [
+        ["q"],
+        1,
+        "w",
+        60_000,
+        null,
+        ["q"],
+        [0],
+        [next[0].run_at],
+        [String(BigInt(next[0].id) - 1n)],
+      ]);
+      await client.query("ROLLBACK");
+    }
+    await client.query("SELECT pg_stat_force_next_flush()");
+    const calm = (await until("a check after floored claims", async () => {
+      const r = await admin.health();
+      return r.claimIndexPagesPerScan !== null && r;
+    })) as HealthReport;
+    expect(calm.warnings.some((w) => w.check === "claim-index-pages")).toBe(false);
+  } finally {
+    client.release();
+    await holder.end();
+    await t.cleanup();
+  }
+});

@@ -17,7 +17,9 @@ export function statsCommand(program: Command): void {
       `
 "pending" counts the jobs runnable now; "scheduled" the pending ones not due yet.
 Health warnings (see ${shippedDoc("metrics.md#health")}) are printed first, and
-under "health" in --json.
+under "health" in --json, then the oldest snapshot held for 10 s or more (a session,
+a prepared transaction or a replication slot: vacuum can remove nothing newer)
+with the jobs table's dead tuples ("oldestXmin" and "jobsTable" in --json).
 
 Examples:
   $ skipq stats
@@ -62,11 +64,19 @@ Examples:
                 r.oldestPendingSeconds === null ? null : Math.round(r.oldestPendingSeconds * 1000) / 1000,
             })),
             health: health.warnings.map((w) => ({ check: w.check, message: w.message })),
+            oldestXmin: health.oldestXmin,
+            jobsTable: health.jobsTable,
           });
           return;
         }
         // Health warnings (vacuum held back, dead tuples, kinds no worker handles) go first: they explain the numbers.
         for (const w of health.warnings) print(`warning (${w.check}): ${w.message}\n`);
+        // What could slow claims before it does: the oldest snapshot held, and the jobs table's dead tuples.
+        const x = health.oldestXmin;
+        if (x && (x.seconds === null || x.seconds >= 10))
+          print(
+            `oldest snapshot: ${x.holder}, ${x.ageTransactions} transactions${x.seconds === null ? "" : `, ${x.seconds} s`}${health.jobsTable ? `; jobs table: ${health.jobsTable.dead} dead / ${health.jobsTable.live} live tuples` : ""}\n`,
+          );
         if (rows.length === 0) {
           print(`no jobs in schema "${config.schema}" yet; add one with \`skipq enqueue <kind>\`\n`);
           return;

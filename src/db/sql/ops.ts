@@ -85,7 +85,7 @@ export function opsStatements(names: Schema) {
        * only with pg_read_all_stats (or pg_monitor).
        */
       xminHolders: `SELECT pid, usename, application_name, state, age(backend_xmin)::int AS xmin_age,
-                         EXTRACT(EPOCH FROM now() - xact_start) AS xact_seconds,
+                         EXTRACT(EPOCH FROM now() - xact_start) AS xact_seconds, xact_start, query_start,
                          EXTRACT(EPOCH FROM now() - state_change) AS state_seconds,
                          left(query, 200) AS query
                     FROM pg_stat_activity
@@ -100,6 +100,14 @@ export function opsStatements(names: Schema) {
                  UNION ALL
                  SELECT 'replication slot ' || slot_name, age(xmin)::int, NULL
                    FROM pg_replication_slots WHERE xmin IS NOT NULL`,
+      /**
+       * The claim index's scans and the pages they read so far ($1: the unquoted schema name): cumulative, so
+       * the health check divides the growth between two of its reads. Many pages per scan mean a claim steps
+       * over index entries it cannot skip (a held snapshot keeps consumed jobs' entries alive).
+       */
+      claimIndexCounters: `SELECT s.idx_scan::float8 AS scans, (io.idx_blks_hit + io.idx_blks_read)::float8 AS pages
+                            FROM pg_stat_user_indexes s JOIN pg_statio_user_indexes io USING (indexrelid)
+                           WHERE s.schemaname = $1 AND s.indexrelname = 'jobs_pending_claim'`,
       /** $1: the unquoted schema name. */
       jobsTableTuples: `SELECT n_live_tup::bigint AS live, n_dead_tup::bigint AS dead, last_autovacuum, last_vacuum
                         FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`,
