@@ -162,7 +162,7 @@ test("claims stepping over dead index entries under a held snapshot are reported
     expect(report.claimIndexPagesPerScan).toBeGreaterThanOrEqual(20);
     // The oldest holder of the database (other tests' sessions may hold older ones than ours): named, with its start.
     expect(report.oldestXmin?.holder).toMatch(/^(session \d+|prepared transaction|replication slot)/);
-    if (report.oldestXmin?.pid === holderPid) expect(report.oldestXmin.holder).toContain("report-holder");
+    if (report.oldestXmin?.pid === holderPid) expect(report.oldestXmin?.holder).toContain("report-holder");
     expect(report.oldestXmin?.ageTransactions).toBeGreaterThanOrEqual(0);
     // Claims from a floor past the consumed jobs read a few pages per scan: no warning.
     const { rows: next } = await client.query(
