@@ -5,7 +5,7 @@
  * mode; and what a process sees when the server's connection budget is spent.
  *
  * Invariants checked: every job completes exactly once with no connection
- * error in any process, while the server never holds more connections than
+ * error in any process and no deadlock detected by the server, while the server never holds more connections than
  * PgBouncer's pool plus the test's own; a direct LISTEN connection refused by
  * a full server (53300) costs only wake-ups: the process logs why, keeps
  * reconnecting, and drains by polling through PgBouncer meanwhile.
@@ -50,6 +50,14 @@ async function serverConnections(db: pg.Pool): Promise<number> {
   return rows[0].n;
 }
 
+/** Deadlocks PostgreSQL has detected in the current database since its statistics were last reset. */
+async function deadlocks(db: pg.Pool): Promise<number> {
+  const { rows } = await db.query(
+    "SELECT deadlocks::int AS n FROM pg_stat_database WHERE datname = current_database()",
+  );
+  return rows[0].n;
+}
+
 async function completed(q: ChaosQueue): Promise<{ done: number; attempts: number }> {
   const { rows } = await q.db.query(
     `SELECT count(*)::int AS done, coalesce(sum(attempts), 0)::int AS attempts FROM "${q.schema}".all_jobs
@@ -84,6 +92,7 @@ describe("fleet through PgBouncer", () => {
       );
     }, 100);
     try {
+      const deadlocksBefore = await deadlocks(q.db);
       const spawnStarted = Date.now();
       // Polling only: a direct LISTEN per process would need 100 server connections of its own (see below).
       for (let i = 0; i < processes; i += 20) {
@@ -101,6 +110,10 @@ describe("fleet through PgBouncer", () => {
       const { attempts } = await completed(q);
       const errors = reports.flatMap((r) => r.errors ?? []);
       const logged = reports.flatMap((r) => r.logged ?? []);
+      // Outcome batches against the maintainer's partition work (issue 21): none may deadlock, even retried.
+      // A worker's retried batch logs a warning (so `logged` catches it at once); the server's counter also
+      // sees the maintainer's side, though an idle backend may report it up to 10 s late (never falsely).
+      const deadlocked = (await deadlocks(q.db)) - deadlocksBefore;
       const busy = reports.filter((r) => (r.stats?.completed ?? 0) > 0).length;
       recordResult({
         row: "N4",
@@ -109,11 +122,12 @@ describe("fleet through PgBouncer", () => {
           "pool 5 per process (client pool 1, lazily opened); preparedStatements false; sessionSettings false (timeouts on PgBouncer); poll 1 s",
         lost: jobs - (await completed(q)).done,
         duplicates: attempts - jobs,
-        other: `${processes} processes started in ${(spawnMs / 1000).toFixed(1)} s; drain ${(drainMs / 1000).toFixed(1)} s (${Math.round(jobs / (drainMs / 1000))} jobs/s); processes that ran jobs: ${busy}/${processes}; peak server connections ${peak} (PgBouncer pool ${SERVER_POOL} + the test's own); connection errors in the workers: ${errors.length}; warnings logged: ${logged.length}`,
+        other: `${processes} processes started in ${(spawnMs / 1000).toFixed(1)} s; drain ${(drainMs / 1000).toFixed(1)} s (${Math.round(jobs / (drainMs / 1000))} jobs/s); processes that ran jobs: ${busy}/${processes}; peak server connections ${peak} (PgBouncer pool ${SERVER_POOL} + the test's own); connection errors in the workers: ${errors.length}; warnings logged: ${logged.length}; deadlocks (40P01) detected by the server: ${deadlocked}`,
       });
       expect(errors).toEqual([]);
       expect(logged).toEqual([]);
       expect(attempts).toBe(jobs);
+      expect(deadlocked).toBe(0);
       expect(peak).toBeLessThan(MAX_CONNECTIONS);
     } finally {
       clearInterval(sampler);
