@@ -64,9 +64,18 @@ test("dead tuples on the jobs table are reported once they pass both thresholds"
     } finally {
       client.release();
     }
-    const report = (await until("dead tuples counted", async () => {
-      const r = await admin.health({ minDeadTuples: 200, deadTupleRatio: 1 });
-      return r.warnings.some((w) => w.check === "dead-tuples") && r;
+    let seen: HealthReport["jobsTable"] = null;
+    const report = (await until(
+      "dead tuples counted",
+      async () => {
+        const r = await admin.health({ minDeadTuples: 200, deadTupleRatio: 1 });
+        seen = r.jobsTable;
+        return r.warnings.some((w) => w.check === "dead-tuples") && r;
+      },
+      60_000,
+      100,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; the statistics last showed ${JSON.stringify(seen)}`);
     })) as HealthReport;
     expect(report.jobsTable?.dead).toBeGreaterThanOrEqual(200);
     expect((await admin.health({ minDeadTuples: 100_000 })).warnings.some((w) => w.check === "dead-tuples")).toBe(

@@ -105,8 +105,19 @@ test("a fan-out of 10,000 children with a fan-in completes each once, and the cl
   // vacuum keeps until they can be recycled (4 here); walking 10,000 entries would read ~30 more.
   // (A peak sampled during the drain measured vacuum's timing more than the claim: it moved by tens of
   // pages between CI runs.)
-  await t.db.query(`VACUUM ANALYZE "${t.schema}".jobs`);
-  const after = await claimCost(queue);
+  // Another session's snapshot (another test file's, in the same database) keeps the dead entries until it
+  // ends: vacuum again until one pass could remove them, or fail with the cost last measured.
+  let after = { pages: Number.POSITIVE_INFINITY, indexes: [] as string[] };
+  await until(
+    "a vacuum that removes the finished children's index entries",
+    async () => {
+      await t.db.query(`VACUUM ANALYZE "${t.schema}".jobs`);
+      after = await claimCost(queue);
+      return after.pages <= before.pages + 8;
+    },
+    60_000,
+    500,
+  ).catch(() => undefined);
   expect(after.pages).toBeLessThanOrEqual(before.pages + 8);
   expect(after.indexes).toEqual(before.indexes);
 }, 240_000);
