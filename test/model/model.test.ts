@@ -18,7 +18,7 @@
  * - a worker's claim takes jobs in claim order and only claimable ones;
  * - `waitFor` settles at once for finished jobs and rejects for unknown ids.
  *
- * CI runs fixed seeds (SKIPQ_MODEL_RUNS, default 12); `npm run test:model --
+ * CI runs fixed seeds (SKIPQ_MODEL_RUNS, default 40); `npm run test:model --
  * --runs N [--seed S]` runs longer. A failure prints the seed, the path and the
  * shrunk command list; SKIPQ_MODEL_SEED and SKIPQ_MODEL_PATH replay it.
  */
