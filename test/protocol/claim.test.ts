@@ -3,6 +3,7 @@
  * what the TypeScript claim honours without limits: paused queues are skipped,
  * and queues with limits are left to the TypeScript worker.
  */
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin } from "../../src/index.js";
 import { type TestQueue, testQueue } from "../helpers.js";
@@ -43,4 +44,29 @@ test("skipq_claim takes jobs in priority order, leased, from the queues named", 
     `SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE queue = 'proto-order' AND status = 'running' AND lease IS NOT NULL`,
   );
   expect(rows[0].n).toBe(2);
+});
+
+test("docs/protocol.md's claim with floors starts after the floor's job, and without floors from the queue's start", async () => {
+  const doc = readFileSync(new URL("../../docs/protocol.md", import.meta.url), "utf8");
+  const section = doc.slice(doc.indexOf("### Claims under a held snapshot"));
+  const sql = /```sql\n([\s\S]*?)```/.exec(section)?.[1];
+  expect(sql).toContain("skipq_claim_next");
+  const statement = (sql as string)
+    .replaceAll("skipq.", `"${t.schema}".`)
+    .replace("$last_run_at", "$1")
+    .replace("$last_id", "$2")
+    .replace(/;\s*$/, "");
+  // Three jobs due a minute ago, a second apart (a floor closer to now than 2 s would read from now - 2 s);
+  // run_at as text: a JavaScript Date would drop its microseconds and put the floor before the job.
+  const { rows: jobs } = await t.db.query(
+    `INSERT INTO "${t.schema}".jobs (kind, queue, run_at)
+     SELECT 'p', 'default', now() - interval '60 s' + i * interval '1 s' FROM generate_series(0, 2) i
+     RETURNING id, run_at::text AS run_at`,
+  );
+  const ids = jobs.map((r) => r.id as string);
+  const first = jobs[0];
+  // Claiming with the first job as the floor (as if this worker had claimed it) takes the two after it.
+  const { rows } = await t.db.query(statement, [first.run_at, first.id]);
+  expect(rows.map((r) => r.id)).toEqual([ids[1], ids[2]]);
+  expect(await claim("default")).toEqual([ids[0]]);
 });
