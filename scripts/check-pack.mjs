@@ -26,7 +26,9 @@ function cleanCopy() {
     cwd: root,
     encoding: "utf8",
   });
-  for (const file of listed.split("\0").filter(Boolean)) {
+  // A worktree's node_modules may be a symlink, which a trailing-slash ignore rule does not match: it is
+  // linked below, never copied.
+  for (const file of listed.split("\0").filter((f) => f && f !== "node_modules")) {
     const from = path.join(root, file);
     try {
       mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });

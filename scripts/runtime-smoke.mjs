@@ -13,7 +13,7 @@
 //
 //   DATABASE_URL=… node scripts/runtime-smoke.mjs [--tarball skipq-x.tgz] [--runtimes node22,bun,…]
 import { execFile, execFileSync, spawn } from "node:child_process";
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -129,6 +129,10 @@ const checks = {
     const bin = "node_modules/skipq/bin/skipq.js";
     const help = await runScript(runtime, app, env, bin, ["--help"]);
     if (/^\s+bench\b/m.test(help)) throw new Error("`skipq --help` lists bench, which an installed package cannot run");
+    // The help points to the docs shipped in the package, by a path that opens from where it ran.
+    const doc = /Every command, flag and JSON format: (\S+?)\.?$/m.exec(help)?.[1];
+    if (doc === undefined || !existsSync(path.resolve(app, doc)))
+      throw new Error(`\`skipq --help\` points to ${doc ?? "no doc"}, which is not in the installed package`);
     await runScript(runtime, app, env, bin, ["migrate"]);
     for (const n of [1, 2, 3])
       await runScript(runtime, app, env, bin, ["enqueue", "smoke.cli", "--payload", `{"n":${n}}`]);

@@ -7,7 +7,8 @@
  * Invariants: at most `concurrency` handlers run at once; at most
  * `concurrency + prefetch` leases are held; no claim starts while the
  * completer's backlog is full; a notification that arrives during a claim is
- * never lost (the loop claims again instead of idling); after a failed claim
+ * never lost (the loop claims again instead of idling, whatever another claim
+ * in flight answered); after a failed claim
  * no claim starts until its backoff is over; nothing is claimed or started
  * once the worker is stopping.
  */
@@ -185,8 +186,11 @@ export class Fetcher {
         .then(
           (claimed) => {
             this.claimFailures = 0;
-            // A notification during the claim may announce a job its snapshot missed: claim again, don't idle.
-            if (claimed.length < room && this.notifications === notificationsBefore) this.sawEmpty = true;
+            // A notification during the claim may announce a job its snapshot missed: claim again, don't idle
+            // — and forget an empty verdict another claim gave meanwhile, which is as stale (with two claims
+            // in flight, the one that came back short first would otherwise idle the loop past the job).
+            if (this.notifications !== notificationsBefore) this.sawEmpty = false;
+            else if (claimed.length < room) this.sawEmpty = true;
             this.startBuffered();
           },
           (error) => {

@@ -37,7 +37,7 @@ async function status(id: string) {
   return rows[0] as { status: string; attempts: number; lease: string | null };
 }
 
-test("npx skipq worker stops gracefully on a SIGTERM sent to npx, which passes it only to its shell", async () => {
+test("npx skipq worker drains on a SIGTERM sent to npx, which passes it only to its shell: the running job finishes, then it exits", async () => {
   // An application with skipq installed: npx runs node_modules/.bin/skipq under `sh -c`.
   const app = mkdtempSync(path.join(os.tmpdir(), "skipq-npx-"));
   writeFileSync(path.join(app, "package.json"), '{ "name": "npx-app", "private": true }\n');
@@ -72,9 +72,13 @@ test("npx skipq worker stops gracefully on a SIGTERM sent to npx, which passes i
         await until("the worker to be ready", () => /skipq worker: [^:\s]+:(\d+):\S+ running .*ready/.exec(out), 60_000)
       )[1],
     );
+    // A job that takes 1.5 s is running when npx gets the signal: the worker must let it finish.
+    const { id: slow } = await t.skipq.enqueue("send-email", { to: "npx@example.com", ms: 1500 }, { queue: "npx" });
+    await until("the slow job running", async () => (await status(slow)).status === "running", 30_000);
     npx.kill("SIGTERM");
     await until("the worker process to exit", () => !alive(), 20_000);
-    expect(out).toContain("stopped: 0 completed");
+    expect(await status(slow)).toMatchObject({ status: "completed", attempts: 1 });
+    expect(out).toContain("stopped: 1 completed");
   } finally {
     if (alive() && pid !== undefined) process.kill(pid, "SIGKILL");
     npx.kill("SIGKILL");

@@ -414,3 +414,26 @@ test.each([
   },
   120_000,
 );
+
+test("every waited job is claimed by a wake-up, none left for a poll: 0 of 30 late with a 10-minute poll", async () => {
+  // The worker polls every 10 minutes, so each claim it makes during the test was woken (the job's enqueue,
+  // or the wake-up sent after a mark that held the job). A job a woken claim skipped is never claimed in
+  // the test: it counts as late (its wait times out) instead of starting one poll later.
+  const queue = "late-count";
+  const w = t.skipq.worker({ queues: [queue], pollInterval: "10m" }).register(square, async (p) => ({ squared: p.n }));
+  workers.push(w);
+  const claimedIds = new Set<string>();
+  w.on("claimed", (jobs) => {
+    for (const job of jobs) claimedIds.add(job.id);
+  });
+  await w.start();
+  await until("the worker listens", () => w.listener?.connected);
+  const late: number[] = [];
+  for (let n = 0; n < 30; n++) {
+    const outcome = await t.skipq.enqueueAndWait(square, { n }, { queue, timeout: "3s" }).catch((e: unknown) => e);
+    if (outcome instanceof WaitTimeoutError) late.push(n);
+    else expect(outcome).toMatchObject({ status: "completed" });
+  }
+  expect(late, "jobs no woken claim took (late starts)").toEqual([]);
+  expect(claimedIds.size).toBe(30);
+}, 150_000);

@@ -2,10 +2,15 @@
  * The fetch loop's timing (issue 25, item 6): while the database is
  * unreachable a worker waits between claim attempts instead of spinning (a
  * failed claim's own wake-up must not cut its backoff short), and it wakes
- * for a retry or a delayed job at the job's run_at, not at the next poll.
+ * for a retry or a delayed job at the job's run_at, not at the next poll; and
+ * a notification that arrives while a claim is in flight is never lost, even
+ * when another claim came back short meanwhile.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { type Logger, Skipq } from "../../src/index.js";
+import type { ClaimedRow } from "../../src/db/jobStore.js";
+import { type Logger, Skipq, silentLogger } from "../../src/index.js";
+import { Fetcher } from "../../src/worker/fetcher.js";
+import type { Running } from "../../src/worker/types.js";
 import { ChaosProxy } from "../chaos/proxy.js";
 import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
 
@@ -154,4 +159,54 @@ it("the next-due query reads one index entry per queue: 100,000 jobs due tomorro
   const due = await t.skipq.jobs.nextDueMs(["far", "none"]);
   expect(due).toBeGreaterThan(86_000_000);
   await t.db.query(`DELETE FROM ${s}.jobs WHERE queue = 'far'`);
+});
+
+it("a notification during a claim is never lost when another claim came back short meanwhile (a worker that only NOTIFY can wake)", async () => {
+  // The fetch loop alone, its claims answered by the test: two claims in flight, the first comes back empty
+  // before a job is announced, the second (its snapshot taken before the job committed) comes back empty
+  // after. Its verdict is stale, so the loop must claim again; with an hour's poll it otherwise sleeps an
+  // hour (the runtime smoke's worker left 50 jobs pending in about 1 round in 10).
+  const claims: Array<{ limit: number; answer: (rows: ClaimedRow[]) => void }> = [];
+  let running = true;
+  const fetcher: Fetcher = new Fetcher({
+    claim: (limit) => new Promise((answer) => claims.push({ limit, answer })),
+    queues: ["q"],
+    concurrency: 4,
+    prefetch: 1000,
+    leaseMs: 30_000,
+    batchSize: 1000,
+    maxClaims: 2,
+    pollMs: 3_600_000,
+    nextDue: async () => null,
+    held: new Map<string, Running>(),
+    stats: { claimed: 0, completed: 0, failed: 0, staleOutcomes: 0, leasesLost: 0, released: 0 },
+    logger: silentLogger,
+    hooks: undefined,
+    running: () => running,
+    saturated: () => false,
+    execute: async () => undefined,
+    release: () => undefined,
+    onClaimed: () => undefined,
+    onIdle: () => undefined,
+    onWarning: () => undefined,
+  });
+  const loop = fetcher.loop();
+  try {
+    await until("the first claim in flight", () => claims.length === 1);
+    // Handlers turn out fast, so the prefetch target grows: a second, larger claim starts beside the first.
+    fetcher.noteHandlerMs(0.01);
+    fetcher.wakeup.wake();
+    await until("two claims in flight", () => claims.length === 2);
+    claims[0]?.answer([]);
+    // The loop has heard the first claim's empty answer (each settle wakes it) before the job is announced.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    fetcher.notified(); // a job committed after the second claim's snapshot
+    claims[1]?.answer([]);
+    await until("a claim after the notification", () => claims.length === 3, 5_000);
+  } finally {
+    running = false;
+    fetcher.wakeup.wake();
+    for (const claim of claims) claim.answer([]);
+    await loop;
+  }
 });
