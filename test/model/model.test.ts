@@ -648,11 +648,13 @@ class Bulk implements Cmd {
       for (const j of targets) retried(m, j);
     } else {
       // Delete: every job of the filter that is not running; a deleted live job resolves its dependents as a cancel.
+      // The targets are chosen at once: a live target that an earlier target's cancel cascaded to (a batch's
+      // onSuccess, say) is still deleted as live, so its dependents under "wait" are cancelled too.
       const targets = mine.filter((j) => j.status !== "running");
       expect(n, "bulk delete: how many").toBe(targets.length);
+      const live = new Set(targets.filter((j) => !FINISHED.includes(j.status)).map((j) => j.id));
       for (const j of targets) {
-        const live = !FINISHED.includes(j.status);
-        if (live) m.finish(j.id, "cancelled", true);
+        if (live.has(j.id)) m.finish(j.id, "cancelled", true);
         j.gone = true;
       }
     }
