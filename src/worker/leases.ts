@@ -65,7 +65,8 @@ export class Leases {
 
   /** One heartbeat for every held job; those the database no longer honours are lost. */
   async heartbeatAll(): Promise<void> {
-    const held = [...this.o.held.values()].filter((r) => !r.detached);
+    // A job completed by ctx.completeTx is not touched: the caller's transaction may hold its row.
+    const held = [...this.o.held.values()].filter((r) => !r.detached && r.completedTx === undefined);
     if (held.length === 0) return;
     const asked = performance.now();
     try {
@@ -140,7 +141,7 @@ export class Leases {
 
   /** Writes the progress of the held jobs that have some unwritten (a heartbeat for them). */
   private async writeProgress(): Promise<void> {
-    const dirty = [...this.o.held.values()].filter((r) => r.progressDirty && !r.detached);
+    const dirty = [...this.o.held.values()].filter((r) => r.progressDirty && !r.detached && !r.completedTx);
     if (dirty.length === 0) return;
     try {
       const asked = performance.now();
@@ -173,6 +174,8 @@ export class Leases {
   /** Extends one job's lease now; false (and the handler aborted) when it is lost. */
   async heartbeatOne(running: Running): Promise<boolean> {
     if (running.detached) return false;
+    // Completed by ctx.completeTx (its caller's transaction may hold the row): nothing to extend.
+    if (running.completedTx) return true;
     const asked = performance.now();
     const alive = await this.o.jobs.heartbeatMany([{ id: running.job.id, lease: running.lease }], this.o.leaseMs);
     await this.loseMissing([running], alive, asked);
@@ -182,7 +185,7 @@ export class Leases {
   /** A "!cancel:<id>" message arrived: abort the job's handler if the database confirms its lease is gone. */
   async cancelHint(id: string): Promise<void> {
     const running = this.o.held.get(id);
-    if (!running || running.detached) return;
+    if (!running || running.detached || running.completedTx) return;
     try {
       if (await this.heartbeatOne(running)) {
         this.o.logger.warn(
