@@ -367,3 +367,23 @@ test("a completeTx attempt's ctx.log lines are stored with the job it completes"
   expect(rows[0].attempt_logs[0]).toMatchObject({ attempt: 1, outcome: "completed" });
   expect(JSON.stringify(rows[0].attempt_logs[0].lines)).toContain("charging");
 });
+
+test("a handler that times out after its completeTx committed leaves the job completed, not retried", async () => {
+  const ended: Outcome[] = [];
+  const w = t.skipq
+    .worker({ queues: ["timeout"], maintenance: false, listen: false, jobTimeout: 200 })
+    .register("order", async (_p, ctx) => {
+      await inTransaction(async (client) => {
+        await order(client, ctx);
+        await ctx.completeTx(client, "done");
+      });
+      await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+    });
+  w.on("jobEnd", (_job, outcome) => ended.push(outcome));
+  workers.push(w);
+  const { id } = await t.skipq.enqueue("order", {}, { queue: "timeout" });
+  expect(await w.runOnce()).toBe(1);
+  expect(await job(id)).toMatchObject({ status: "completed", result: "done", attempts: 1, last_error: null });
+  expect(ended).toEqual(["completed"]);
+  expect(w.stats).toMatchObject({ completed: 1, failed: 0, staleOutcomes: 0 });
+});
