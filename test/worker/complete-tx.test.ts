@@ -387,3 +387,30 @@ test("a handler that times out after its completeTx committed leaves the job com
   expect(ended).toEqual(["completed"]);
   expect(w.stats).toMatchObject({ completed: 1, failed: 0, staleOutcomes: 0 });
 });
+
+test("a worker stopped while a handler is inside its completeTx transaction lets it commit: completed, nothing released", async () => {
+  const inside = gate();
+  const finish = gate();
+  const { w, ended } = worker(
+    "shutdown",
+    async (_p, ctx) => {
+      await inTransaction(async (client) => {
+        await order(client, ctx);
+        await ctx.completeTx(client, "committed during shutdown");
+        inside.open();
+        await finish.promise;
+      });
+    },
+    { start: true },
+  );
+  await w.start();
+  const { id } = await t.skipq.enqueue("order", {}, { queue: "shutdown" });
+  await inside.promise;
+  const stopped = w.stop();
+  finish.open();
+  await stopped;
+  expect(await job(id)).toMatchObject({ status: "completed", result: "committed during shutdown", attempts: 1 });
+  expect(await orders(id)).toBe(1);
+  expect(ended).toEqual([{ id, outcome: "completed" }]);
+  expect(w.stats).toMatchObject({ completed: 1, released: 0, staleOutcomes: 0 });
+});
