@@ -44,16 +44,39 @@ export async function completeInTx(
   result: unknown,
 ): Promise<void> {
   assertTransactionClient(client);
-  const { job, lease } = running;
+  const { job } = running;
   // Checked before anything is written: a result that cannot be stored fails like a returned one would.
   const encoded = result === undefined ? undefined : encodeResult(result, p.maxResultBytes);
   if (running.detached) throw new LeaseLostError(job.id, detachedReason(running));
   if (running.completedTx) {
-    // Refused without touching the row: the earlier completion's transaction may still hold its lock.
-    if ((await p.features.txStatus(running.completedTx.xid)) !== "aborted") throw new AlreadyCompletedError(job.id);
+    // Refused without touching the row: the earlier completion's transaction may still hold its lock (or
+    // that completion is still being written: a call not awaited).
+    const earlier = running.completedTx.xid;
+    if (earlier === undefined || (await p.features.txStatus(earlier)) !== "aborted")
+      throw new AlreadyCompletedError(job.id);
     running.completedTx = undefined;
   }
   if (running.progressDirty) await p.settleProgress(running);
+  // From here on heartbeats leave the row alone (one would wait on the caller's lock once the completion is
+  // written); cleared again if nothing was completed.
+  const marker: { xid: string | undefined } = { xid: undefined };
+  running.completedTx = marker;
+  try {
+    marker.xid = await writeCompletion(p, running, client, encoded);
+  } catch (error) {
+    if (running.completedTx === marker) running.completedTx = undefined;
+    throw error;
+  }
+}
+
+/** The completion's statements on the caller's connection; returns its transaction id. */
+async function writeCompletion(
+  p: CompleteTxParts,
+  running: Running,
+  client: Queryable,
+  encoded: string | undefined,
+): Promise<string> {
+  const { job, lease } = running;
   const lines = running.attemptLines;
   if (lines && (lines.lines.length > 0 || lines.dropped > 0)) {
     // Kept on the running job: if this transaction rolls back, the handler's own outcome stores them.
@@ -66,7 +89,7 @@ export async function completeInTx(
       : await p.features.completeManyWithResults([job.id], [lease], [encoded], client);
   if (accepted.length === 0) throw new LeaseLostError(job.id);
   if (running.spawns) await insertSpawned(p.enqueuer, client, spawnedRows(running.spawns));
-  running.completedTx = { xid: await p.features.currentTx(client) };
+  return p.features.currentTx(client);
 }
 
 /**
@@ -83,7 +106,8 @@ export async function settleCompletedTx(p: CompleteTxParts, running: Running): P
     running.completedTx = undefined;
     return "rolled-back";
   }
-  if ((await p.features.txStatus(done.xid)) !== "committed") return "lost";
+  // No id: the handler returned without awaiting its completeTx; the job is gone, but how is unknown.
+  if (done.xid === undefined || (await p.features.txStatus(done.xid)) !== "committed") return "lost";
   p.stats.completed++;
   return "committed";
 }

@@ -97,8 +97,10 @@ export class Leases {
     const lost: Running[] = [];
     for (const running of sent) {
       if (kept.has(running.job.id)) running.confirmedAt = asked;
-      else lost.push(running);
+      // A heartbeat sent just before ctx.completeTx wrote: the job is gone because its caller committed.
+      else if (!running.completedTx) lost.push(running);
     }
+    if (lost.length === 0) return;
     let cancelled = new Set<string>();
     try {
       cancelled = await this.o.jobs.cancelledAmong(lost.map((r) => r.job.id));

@@ -280,10 +280,11 @@ export interface Running {
   /** The attempt's `ctx.log` lines (set once the handler reads `ctx.log`), stored with its outcome. */
   attemptLines?: AttemptLines;
   /**
-   * ctx.completeTx wrote this job's completion in the caller's transaction `xid`: no heartbeat touches the
-   * row while that transaction may hold it, and the handler's own outcome counts only if it rolled back.
+   * ctx.completeTx wrote (or, with `xid` undefined, is writing) this job's completion in the caller's
+   * transaction `xid`: no heartbeat touches the row while that transaction may hold it, and the handler's
+   * own outcome counts only if it rolled back.
    */
-  completedTx?: { xid: string };
+  completedTx?: { xid: string | undefined };
 }
 
 /** The `ctx.log` lines of one attempt, before its outcome is known (see attemptLog.ts). */
