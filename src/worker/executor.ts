@@ -6,7 +6,8 @@
  * Invariants: a handler's error, rejection or non-Error throw never escapes
  * into the process (nor does a rejection after a timeout stopped the wait);
  * a job whose lease was lost or that was released at shutdown is never
- * recorded (`detached`); the job leaves `held` before its outcome is queued.
+ * recorded (`detached`), nor is one whose ctx.completeTx committed; the job
+ * leaves `held` before its outcome is queued.
  */
 
 import type { BulkItem } from "../core/enqueue.js";
@@ -148,7 +149,6 @@ export class Executor {
       this.o.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
     }
     // ctx.completeTx: a committed completion is the attempt's outcome; after a rollback the handler's counts.
-    // Either way nothing more is written: the completion was the caller's, or the job no longer this attempt's.
     const completedTx = running.completedTx && !running.detached ? await this.completedTx(running) : undefined;
     if (completedTx !== undefined) {
       outcome = completedTx === "committed" ? "completed" : "lease-lost";
@@ -156,7 +156,7 @@ export class Executor {
     } else if (running.progressDirty) await this.o.settleProgress(running);
     this.o.held.delete(job.id);
     if (completedTx !== undefined) {
-      // Recorded already (see above).
+      // Nothing to record: the caller committed the completion, or the job is no longer this attempt's.
     } else if (running.detached) {
       const code = controller.reason instanceof SkipqError ? controller.reason.code : undefined;
       outcome = code === "SKIPQ_LEASE_LOST" ? "lease-lost" : code === "SKIPQ_CANCEL" ? "cancelled" : "released";

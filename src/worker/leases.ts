@@ -17,6 +17,10 @@
  * not yet written brings that heartbeat forward to at most `progressMs` after
  * the call. However often handlers call it, progress costs at most one
  * statement per `progressMs`, plus one when a job ends with a value unwritten.
+ *
+ * A job whose handler called ctx.completeTx is left alone from that call on:
+ * the caller's transaction holds its row, so a heartbeat would wait on it, and
+ * a job gone because that transaction committed is not a lost lease.
  */
 import { SkipqError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
