@@ -414,3 +414,52 @@ test("a worker stopped while a handler is inside its completeTx transaction lets
   expect(ended).toEqual([{ id, outcome: "completed" }]);
   expect(w.stats).toMatchObject({ completed: 1, released: 0, staleOutcomes: 0 });
 });
+
+test("while a completeTx transaction is open, the worker's other jobs keep their heartbeats, and the commit is no lost lease", async () => {
+  const inside = gate();
+  const finish = gate();
+  const lost: string[] = [];
+  const w = t.skipq
+    .worker({
+      queues: ["beats"],
+      concurrency: 2,
+      maintenance: false,
+      listen: false,
+      pollInterval: 50,
+      lockTimeout: 3000,
+      heartbeatInterval: 50,
+    })
+    .register("order", async (_p, ctx) => {
+      await inTransaction(async (client) => {
+        await ctx.completeTx(client, "held open");
+        inside.open();
+        await finish.promise;
+      });
+    })
+    .register("ticker", () => finish.promise);
+  w.on("leaseLost", (job) => lost.push(job.id));
+  workers.push(w);
+  const ticker = await t.skipq.enqueue("ticker", {}, { queue: "beats" });
+  const { id } = await t.skipq.enqueue("order", {}, { queue: "beats" });
+  await w.start();
+  await inside.promise;
+  const lockedAt = async () =>
+    (await t.db.query(`SELECT locked_at FROM ${s}.jobs WHERE id = $1`, [ticker.id])).rows[0].locked_at.getTime();
+  // A heartbeat that included the completed job would wait on the open transaction's lock, and the ticker's with it.
+  let seen = await lockedAt();
+  let beats = 0;
+  await until("the ticker's lease is extended three times meanwhile", async () => {
+    const now = await lockedAt();
+    if (now > seen) {
+      beats++;
+      seen = now;
+    }
+    return beats >= 3;
+  });
+  finish.open();
+  await until("both finished", async () => w.stats.completed === 2);
+  await w.stop();
+  expect(await job(id)).toMatchObject({ status: "completed", result: "held open" });
+  expect(lost).toEqual([]);
+  expect(w.stats).toMatchObject({ leasesLost: 0, staleOutcomes: 0 });
+});
