@@ -29,8 +29,10 @@ export {
 } from "./core/client.js";
 export { errorFingerprint, formatError } from "./core/errorFormat.js";
 export {
+  AlreadyCompletedError,
   CancelJob,
   FailPermanently,
+  LeaseLostError,
   MigrationError,
   PayloadInvalidError,
   PayloadNotJsonError,

@@ -23,7 +23,8 @@ export type SkipqErrorCode =
   | "SKIPQ_NOT_FOUND"
   | "SKIPQ_RESULT_TOO_LARGE"
   | "SKIPQ_RESULT_NOT_JSON"
-  | "SKIPQ_WAIT_TIMEOUT";
+  | "SKIPQ_WAIT_TIMEOUT"
+  | "SKIPQ_ALREADY_COMPLETED";
 
 export class SkipqError extends Error {
   readonly code: SkipqErrorCode;
@@ -101,6 +102,35 @@ export class WaitTimeoutError extends SkipqError {
     super(
       "SKIPQ_WAIT_TIMEOUT",
       `job ${jobId} did not finish within ${timeoutMs} ms${lastStatus ? ` (it is ${lastStatus})` : ""}; it keeps running: wait again, or read it later with Admin.getJob`,
+    );
+  }
+}
+
+/**
+ * `ctx.completeTx`: this job's lease is no longer this attempt's (it expired and was reaped or claimed
+ * again, or the job was cancelled). Nothing was written in the caller's transaction: roll it back.
+ */
+export class LeaseLostError extends SkipqError {
+  constructor(
+    readonly jobId: string,
+    reason = "its lease expired or the job was cancelled",
+  ) {
+    super(
+      "SKIPQ_LEASE_LOST",
+      `job ${jobId} is no longer held by this attempt (${reason}); nothing was written: roll your transaction back (another attempt runs the job, or it was cancelled)`,
+    );
+  }
+}
+
+/**
+ * `ctx.completeTx`: this attempt was already completed by an earlier `ctx.completeTx` (committed, or in a
+ * transaction still open). Nothing more was written; an attempt completes once.
+ */
+export class AlreadyCompletedError extends SkipqError {
+  constructor(readonly jobId: string) {
+    super(
+      "SKIPQ_ALREADY_COMPLETED",
+      `job ${jobId} was already completed by this attempt's ctx.completeTx (committed, or in a transaction still open); call completeTx once per attempt, or again only after that transaction rolled back`,
     );
   }
 }

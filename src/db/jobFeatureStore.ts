@@ -89,11 +89,34 @@ export class JobFeatureStore {
   }
 
   /** Appends attempt log entries (JSON texts) to the jobs still held under these leases. */
-  async appendAttemptLogs(logs: ReadonlyArray<{ id: string; lease: string; entry: string }>): Promise<void> {
-    await this.store.query(this.sql.jobAppendAttemptLogs, [
-      logs.map((l) => l.id),
-      logs.map((l) => l.lease),
-      logs.map((l) => l.entry),
-    ]);
+  async appendAttemptLogs(
+    logs: ReadonlyArray<{ id: string; lease: string; entry: string }>,
+    db?: Queryable,
+  ): Promise<void> {
+    await this.store.query(
+      this.sql.jobAppendAttemptLogs,
+      [logs.map((l) => l.id), logs.map((l) => l.lease), logs.map((l) => l.entry)],
+      db,
+    );
+  }
+
+  /** ctx.completeTx: the id of the transaction `db` is in (see jobTxCurrent). */
+  async currentTx(db: Queryable): Promise<string> {
+    const { rows } = await this.store.query<{ xid: string }>(this.sql.jobTxCurrent, [], db);
+    return String(rows[0]?.xid);
+  }
+
+  /** ctx.completeTx: how transaction `xid` ended, or that it is still open. */
+  async txStatus(xid: string): Promise<"committed" | "aborted" | "in progress"> {
+    const { rows } = await this.store.query<{ status: string | null }>(this.sql.jobTxStatus, [xid]);
+    // NULL: too old for the commit log to tell (impossible within one attempt's lease); treat it as ended badly.
+    const status = rows[0]?.status;
+    return status === "committed" || status === "in progress" ? status : "aborted";
+  }
+
+  /** ctx.completeTx: waits for the transaction holding job `id`'s row; true if `lease` still holds it then. */
+  async waitTx(id: string, lease: string): Promise<boolean> {
+    const { rows } = await this.store.query(this.sql.jobTxWait, [id, lease]);
+    return rows.length > 0;
   }
 }

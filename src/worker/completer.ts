@@ -24,6 +24,7 @@ import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { InsertRow, JobStore, Settlement } from "../db/jobStore.js";
 import { refused } from "../internal/instance.js";
 import { attemptEntry } from "./attemptLog.js";
+import { spawnedRows } from "./spawning.js";
 import type { Outcome, Running, WorkerStats } from "./types.js";
 import { sleep } from "./wakeup.js";
 
@@ -115,18 +116,7 @@ export class Completer {
     switch (outcome) {
       case "completed":
         if (running.spawns) {
-          // Rows of several ctx.spawn calls become one call's rows: positions and { item } refs shifted.
-          const rows: InsertRow[] = [];
-          for (const group of running.spawns) {
-            const at = rows.length;
-            for (const r of group)
-              rows.push({
-                ...r,
-                i: r.i + at,
-                parents: r.parents && { ...r.parents, items: r.parents.items.map((i) => i + at) },
-              });
-          }
-          this.spawning.push({ running, rows, result: result ?? null });
+          this.spawning.push({ running, rows: spawnedRows(running.spawns), result: result ?? null });
         } else if (result === undefined) {
           this.completedIds.push(job.id);
           this.completedLeases.push(lease);

@@ -6,7 +6,8 @@
  * Invariants: a handler's error, rejection or non-Error throw never escapes
  * into the process (nor does a rejection after a timeout stopped the wait);
  * a job whose lease was lost or that was released at shutdown is never
- * recorded (`detached`); the job leaves `held` before its outcome is queued.
+ * recorded (`detached`), nor is one whose ctx.completeTx committed; the job
+ * leaves `held` before its outcome is queued.
  */
 
 import type { BulkItem } from "../core/enqueue.js";
@@ -24,9 +25,11 @@ import { runChain } from "../core/middleware.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import { type Duration, encodeProgress, encodeResult } from "../core/validate.js";
 import type { InsertRow } from "../db/jobStore.js";
+import type { Queryable } from "../db/queryable.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
 import { attemptLogger } from "./attemptLog.js";
 import { ClaimedJob } from "./claimedJob.js";
+import type { CompletedTx } from "./completeTx.js";
 import type {
   Handler,
   Job,
@@ -68,6 +71,10 @@ export interface ExecutorOptions {
   parents: (job: Job) => Promise<Record<string, ParentOutcome>>;
   /** Workflows: validates ctx.spawn's children into rows. */
   prepareSpawn: (children: ReadonlyArray<BulkItem>, then: BulkItem | undefined) => Promise<InsertRow[]>;
+  /** ctx.completeTx: the completion written in the caller's transaction (completeTx.ts). */
+  completeTx: (running: Running, client: Queryable, result: unknown) => Promise<void>;
+  /** After a handler that called completeTx: how the caller's transaction ended (completeTx.ts). */
+  settleCompletedTx: (running: Running) => Promise<CompletedTx>;
   onStart: (job: Job) => void;
   onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown) => void;
 }
@@ -141,9 +148,16 @@ export class Executor {
     } catch (error) {
       this.o.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
     }
-    if (running.progressDirty) await this.o.settleProgress(running);
+    // ctx.completeTx: a committed completion is the attempt's outcome; after a rollback the handler's counts.
+    const completedTx = running.completedTx && !running.detached ? await this.completedTx(running) : undefined;
+    if (completedTx !== undefined) {
+      outcome = completedTx === "committed" ? "completed" : "lease-lost";
+      if (completedTx === "committed") failure = undefined;
+    } else if (running.progressDirty) await this.o.settleProgress(running);
     this.o.held.delete(job.id);
-    if (running.detached) {
+    if (completedTx !== undefined) {
+      // Nothing to record: the caller committed the completion, or the job is no longer this attempt's.
+    } else if (running.detached) {
       const code = controller.reason instanceof SkipqError ? controller.reason.code : undefined;
       outcome = code === "SKIPQ_LEASE_LOST" ? "lease-lost" : code === "SKIPQ_CANCEL" ? "cancelled" : "released";
     } else {
@@ -151,6 +165,24 @@ export class Executor {
     }
     endExecuteSpan(span, outcome, failure);
     this.o.onEnd(job, outcome, performance.now() - running.startedAt, failure);
+  }
+
+  /**
+   * How a completeTx caller's transaction ended; undefined when it rolled back (record the handler's outcome).
+   * A failed read also records the handler's outcome: fenced by the lease, it changes nothing after a commit.
+   */
+  private async completedTx(running: Running): Promise<"committed" | "lost" | undefined> {
+    try {
+      const ended = await this.o.settleCompletedTx(running);
+      return ended === "rolled-back" ? undefined : ended;
+    } catch (error) {
+      running.completedTx = undefined;
+      this.o.logger.warn(
+        { err: error, job: running.job.id },
+        "skipq: could not read how ctx.completeTx's transaction ended; recording the handler's outcome (fenced by the lease)",
+      );
+      return undefined;
+    }
   }
 
   private async payloadFor(entry: Registered, job: Job): Promise<unknown> {
@@ -187,6 +219,7 @@ export class Executor {
         const rows = await this.o.prepareSpawn(children, options?.then);
         running.spawns = [...(running.spawns ?? []), rows];
       },
+      completeTx: (client, value) => this.o.completeTx(running, client, value),
       get log() {
         if (log) return log;
         if (maxLines === 0) {

@@ -17,6 +17,10 @@
  * not yet written brings that heartbeat forward to at most `progressMs` after
  * the call. However often handlers call it, progress costs at most one
  * statement per `progressMs`, plus one when a job ends with a value unwritten.
+ *
+ * A job whose handler called ctx.completeTx is left alone from that call on:
+ * the caller's transaction holds its row, so a heartbeat would wait on it, and
+ * a job gone because that transaction committed is not a lost lease.
  */
 import { SkipqError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
@@ -65,7 +69,8 @@ export class Leases {
 
   /** One heartbeat for every held job; those the database no longer honours are lost. */
   async heartbeatAll(): Promise<void> {
-    const held = [...this.o.held.values()].filter((r) => !r.detached);
+    // A job completed by ctx.completeTx is not touched: the caller's transaction may hold its row.
+    const held = [...this.o.held.values()].filter((r) => !r.detached && r.completedTx === undefined);
     if (held.length === 0) return;
     const asked = performance.now();
     try {
@@ -96,8 +101,10 @@ export class Leases {
     const lost: Running[] = [];
     for (const running of sent) {
       if (kept.has(running.job.id)) running.confirmedAt = asked;
-      else lost.push(running);
+      // A heartbeat sent just before ctx.completeTx wrote: the job is gone because its caller committed.
+      else if (!running.completedTx) lost.push(running);
     }
+    if (lost.length === 0) return;
     let cancelled = new Set<string>();
     try {
       cancelled = await this.o.jobs.cancelledAmong(lost.map((r) => r.job.id));
@@ -140,7 +147,7 @@ export class Leases {
 
   /** Writes the progress of the held jobs that have some unwritten (a heartbeat for them). */
   private async writeProgress(): Promise<void> {
-    const dirty = [...this.o.held.values()].filter((r) => r.progressDirty && !r.detached);
+    const dirty = [...this.o.held.values()].filter((r) => r.progressDirty && !r.detached && !r.completedTx);
     if (dirty.length === 0) return;
     try {
       const asked = performance.now();
@@ -173,6 +180,8 @@ export class Leases {
   /** Extends one job's lease now; false (and the handler aborted) when it is lost. */
   async heartbeatOne(running: Running): Promise<boolean> {
     if (running.detached) return false;
+    // Completed by ctx.completeTx (its caller's transaction may hold the row): nothing to extend.
+    if (running.completedTx) return true;
     const asked = performance.now();
     const alive = await this.o.jobs.heartbeatMany([{ id: running.job.id, lease: running.lease }], this.o.leaseMs);
     await this.loseMissing([running], alive, asked);
@@ -182,7 +191,7 @@ export class Leases {
   /** A "!cancel:<id>" message arrived: abort the job's handler if the database confirms its lease is gone. */
   async cancelHint(id: string): Promise<void> {
     const running = this.o.held.get(id);
-    if (!running || running.detached) return;
+    if (!running || running.detached || running.completedTx) return;
     try {
       if (await this.heartbeatOne(running)) {
         this.o.logger.warn(

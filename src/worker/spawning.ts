@@ -9,6 +9,7 @@ import type { BulkItem, Enqueuer } from "../core/enqueue.js";
 import { ValidationError } from "../core/errors.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { InsertRow, JobStore } from "../db/jobStore.js";
+import type { Queryable } from "../db/queryable.js";
 import { withTransaction } from "../db/transaction.js";
 
 /** The enqueuer ctx.spawn uses (the client's); read when a handler spawns. */
@@ -36,6 +37,26 @@ export function prepareSpawn(
     items.push(dependsOn.length > 0 ? { ...then, dependsOn } : then);
   }
   return spawner(enqueuer).prepareMany(items, {});
+}
+
+/** The rows of several ctx.spawn calls as one call's rows: positions and { item } refs shifted. */
+export function spawnedRows(spawns: ReadonlyArray<InsertRow[]>): InsertRow[] {
+  const rows: InsertRow[] = [];
+  for (const group of spawns) {
+    const at = rows.length;
+    for (const r of group)
+      rows.push({
+        ...r,
+        i: r.i + at,
+        parents: r.parents && { ...r.parents, items: r.parents.items.map((i) => i + at) },
+      });
+  }
+  return rows;
+}
+
+/** ctx.completeTx: a completed job's spawned rows, inserted in the caller's transaction `tx`. */
+export async function insertSpawned(enqueuer: EnqueuerOf, tx: Queryable, rows: InsertRow[]): Promise<void> {
+  await spawner(enqueuer).withParents(tx, rows, true);
 }
 
 /** Completes a spawning job and inserts its children in one transaction; false when its lease was lost. */

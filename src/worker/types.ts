@@ -11,6 +11,7 @@ import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { Duration } from "../core/validate.js";
 import type { InsertRow } from "../db/jobStore.js";
+import type { Queryable } from "../db/queryable.js";
 import type { LocalService, MaintenanceOptions } from "../maintenance/maintainer.js";
 import type { LazyAbortController } from "./lazyAbort.js";
 
@@ -81,6 +82,19 @@ export interface JobContext<P = unknown> {
     children: T & CheckedItems<T>,
     options?: { then?: Then & CheckedItem<Then> },
   ): Promise<void>;
+  /**
+   * Completes this job inside your own transaction (docs/jobs.md, "Completion inside your transaction"):
+   * `client` is the node-postgres client your transaction runs on (or a driver adapter, as for enqueueTx:
+   * `postgresJsQueryable(tx)`, `kyselyQueryable(trx)`, `drizzleQueryable(tx, sql)`, `knexQueryable(trx)`,
+   * `prismaQueryable(tx)`). The completion (with `result`, when given, stored as the job's result, and the
+   * children of `ctx.spawn`) is written there, fenced by this attempt's lease: the job is completed exactly
+   * when your transaction commits, and not at all if it rolls back. Rejects before you commit, writing
+   * nothing, with LeaseLostError when the attempt no longer holds the job, and with AlreadyCompletedError
+   * when this attempt already completed it. Once it resolves, the worker records no other outcome for the
+   * attempt unless your transaction rolls back (then whatever the handler does next counts, as without
+   * completeTx); commit or roll back before the handler returns. The lease is not extended after the call.
+   */
+  completeTx(client: Queryable, result?: unknown): Promise<void>;
 }
 
 /** Workflows: a parent as its dependent's handler sees it (`ctx.parents`). */
@@ -265,6 +279,12 @@ export interface Running {
   spawns?: InsertRow[][];
   /** The attempt's `ctx.log` lines (set once the handler reads `ctx.log`), stored with its outcome. */
   attemptLines?: AttemptLines;
+  /**
+   * ctx.completeTx wrote (or, with `xid` undefined, is writing) this job's completion in the caller's
+   * transaction `xid`: no heartbeat touches the row while that transaction may hold it, and the handler's
+   * own outcome counts only if it rolled back.
+   */
+  completedTx?: { xid: string | undefined };
 }
 
 /** The `ctx.log` lines of one attempt, before its outcome is known (see attemptLog.ts). */

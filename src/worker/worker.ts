@@ -32,6 +32,7 @@ import { pauseTarget } from "../flow/pause.js";
 import type { Maintainer } from "../maintenance/maintainer.js";
 import { Claimer } from "./claimer.js";
 import { Completer } from "./completer.js";
+import { type CompleteTxParts, completeInTx, settleCompletedTx } from "./completeTx.js";
 import { drainJobs } from "./drain.js";
 import { Executor, type Registered } from "./executor.js";
 import { Fetcher } from "./fetcher.js";
@@ -172,6 +173,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
       onWarning: warn("heartbeat"),
     });
     const parents = new ParentsLoader(jobs);
+    const completeTxParts: CompleteTxParts = {
+      jobs,
+      features,
+      enqueuer,
+      maxResultBytes: s.maxResultBytes,
+      workerId: s.id,
+      stats: this.stats,
+      settleProgress: (running) => this.leases.settleProgress(running),
+    };
     const executor = new Executor({
       handlers: this.handlers,
       middleware: this.middleware,
@@ -192,6 +202,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),
       parents: (job) => parents.load(job.id),
       prepareSpawn: (children, then) => prepareSpawn(enqueuer, children, then),
+      completeTx: (running, client, result) => completeInTx(completeTxParts, running, client, result),
+      settleCompletedTx: (running) => settleCompletedTx(completeTxParts, running),
       onStart: (job) => this.emit("jobStart", job),
       onEnd: (job, outcome, durationMs, error) => {
         this.fetcher.noteHandlerMs(durationMs);

@@ -158,3 +158,43 @@ describe.each(["postgres.js", "Kysely", "Drizzle (node-postgres)", "Drizzle (pos
     });
   },
 );
+
+describe.each(["postgres.js", "Kysely", "Drizzle (node-postgres)", "Drizzle (postgres.js)", "Knex", "Prisma"])(
+  "ctx.completeTx through the %s adapter",
+  (name) => {
+    const driver = () => all.find((d) => d.name === name) as Driver;
+    const tag = `tx_${name.replace(/\W+/g, "_")}`;
+    const queue = tag.toLowerCase();
+
+    /** One job run by a worker whose handler completes it in the driver's transaction, then returns "returned". */
+    async function run(rollback: boolean) {
+      const w = t.skipq
+        .worker({ queues: [queue], maintenance: false, listen: false })
+        .register("order", async (_p, ctx) => {
+          await driver().inTransaction(async (q) => {
+            await q.query({ text: `INSERT INTO "${t.schema}".orders (id) VALUES ($1)`, values: [`${tag}-${ctx.id}`] });
+            await ctx.completeTx(q, { via: name });
+            if (rollback) throw new Rollback("roll back on purpose");
+          });
+          return "returned";
+        });
+      const { id } = await t.skipq.enqueue("order", {}, { queue });
+      expect(await w.runOnce()).toBe(1);
+      await w.stop();
+      const { rows } = await t.db.query(
+        `SELECT status, result, (SELECT count(*)::int FROM "${t.schema}".orders WHERE id = $2) AS orders
+           FROM "${t.schema}".all_jobs WHERE id = $1`,
+        [id, `${tag}-${id}`],
+      );
+      return { ...rows[0], stale: w.stats.staleOutcomes };
+    }
+
+    test("a committed transaction completes the job with its result, and the worker writes nothing more", async () => {
+      expect(await run(false)).toEqual({ status: "completed", result: { via: name }, orders: 1, stale: 0 });
+    });
+
+    test("a rolled-back transaction records nothing, and the handler's own outcome completes the job", async () => {
+      expect(await run(true)).toEqual({ status: "completed", result: "returned", orders: 0, stale: 0 });
+    });
+  },
+);

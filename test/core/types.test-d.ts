@@ -4,6 +4,7 @@
  * vitest's typecheck mode; an unused @ts-expect-error fails the build.
  */
 import type { StandardSchemaV1 as SpecStandardSchemaV1 } from "@standard-schema/spec";
+import type pg from "pg";
 import { describe, expectTypeOf, test } from "vitest";
 import { z } from "zod";
 import type { StandardSchemaV1 } from "../../src/core/standardSchema.js";
@@ -13,6 +14,8 @@ import {
   type EnqueueResult,
   type JobContext,
   type PayloadOf,
+  type PostgresJsLike,
+  postgresJsQueryable,
   type Queryable,
   type ResultOf,
   type Skipq,
@@ -23,6 +26,8 @@ import {
 declare const skipq: Skipq;
 declare const tx: Queryable;
 declare const worker: Worker;
+declare const pgClient: pg.PoolClient;
+declare const postgresTx: PostgresJsLike;
 
 const sendEmail = defineJob<{ to: string; subject: string }>("send-email");
 const resizeSchema = z.object({ url: z.string(), width: z.number() });
@@ -135,6 +140,16 @@ describe("workflows", () => {
       await ctx.spawn([{ job: sendEmail, payload: { to: "a" } }]);
       // @ts-expect-error: so is the continuation's
       await ctx.spawn([{ job: "x", payload: {} }], { then: { job: resize, payload: { url: "u" } } });
+    });
+  });
+
+  test("ctx.completeTx takes a pg client or an adapter's Queryable, and an optional result", () => {
+    worker.register(sendEmail, async (_, ctx) => {
+      expectTypeOf(ctx.completeTx(tx)).toEqualTypeOf<Promise<void>>();
+      await ctx.completeTx(pgClient, { sent: true });
+      await ctx.completeTx(postgresJsQueryable(postgresTx));
+      // @ts-expect-error: not a connection
+      await ctx.completeTx({ begin() {} });
     });
   });
 

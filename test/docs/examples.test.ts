@@ -99,6 +99,12 @@ test("examples/flow-control.ts keeps each customer within its limit and groups d
   expect(out).toContain('dead: 1 job(s) failed with "FailPermanently: page 13 does not exist"');
 });
 
+test("examples/complete-tx.ts completes each job with its business row: a committed charge at once, a rolled-back one on its retry", async () => {
+  const out = await runExample("examples/complete-tx.ts");
+  expect(out).toContain('A-1: completed after 1 attempt(s), result {"receipt":"r-A-1"}, charge rows 1');
+  expect(out).toContain('A-2: completed after 2 attempt(s), result {"receipt":"r-A-2"}, charge rows 1');
+});
+
 test("examples/job-results.ts stores results and progress, waits for jobs and times out with a typed error", async () => {
   const out = await runExample("examples/job-results.ts");
   expect(out).toContain('enqueueAndWait: completed, {"thumbnails":["cat.png@64.webp","cat.png@256.webp"]}');

@@ -284,6 +284,49 @@ describe("as the documented roles", () => {
   });
 });
 
+describe("ctx.completeTx as the documented roles", () => {
+  test("a completion in a transaction of the protocol worker's role commits with it; a producer-only role's is refused and the handler's outcome applies", async () => {
+    const runtime = client(roles.worker);
+    const q = "tx";
+    const viaWorker = await owner.enqueue(task, { n: 1 }, { queue: q });
+    const child = await owner.enqueue(task, {}, { queue: "tx-children", dependsOn: [viaWorker.id] });
+    const viaApp = await owner.enqueue(task, { n: 2 }, { queue: q });
+    const refused: unknown[] = [];
+    const w: Worker = runtime
+      .worker({ queues: [q], maintenance: false, listen: false })
+      .register(task, async (payload, ctx) => {
+        // n 1: the caller's transaction runs as py_worker (the protocol worker's grants); n 2: as app (enqueue only).
+        const tx = await pool(payload.n === 1 ? roles.py_worker : roles.app).connect();
+        try {
+          await tx.query("BEGIN");
+          await ctx.completeTx(tx, { role: payload.n });
+          await tx.query("COMMIT");
+        } catch (error) {
+          refused.push(error);
+          await tx.query("ROLLBACK");
+        } finally {
+          tx.release();
+        }
+        return "handler";
+      });
+    try {
+      expect(await w.runOnce()).toBe(2);
+    } finally {
+      await w.stop();
+    }
+    const { rows } = await admin.query(`SELECT id::text, status, result FROM ${s()}.all_jobs WHERE id = ANY ($1)`, [
+      [viaWorker.id, viaApp.id],
+    ]);
+    expect(Object.fromEntries(rows.map((r) => [r.id, [r.status, r.result]]))).toEqual({
+      [viaWorker.id]: ["completed", { role: 1 }],
+      [viaApp.id]: ["completed", "handler"],
+    });
+    expect(refused).toHaveLength(1);
+    expect(refused[0]).toMatchObject({ code: "42501" });
+    expect(await statusOf(child.id)).toBe("pending");
+  });
+});
+
 test("no SECURITY DEFINER function of the schema is executable by PUBLIC", async () => {
   const { rows } = await admin.query(
     `SELECT p.oid::regprocedure::text AS fn,

@@ -83,6 +83,32 @@ describe("the SQL protocol functions", () => {
     expect(ok.rows[0].c).toBe(true);
   });
 
+  test("skipq_complete inside the caller's transaction completes the job when it commits and not at all when it rolls back", async () => {
+    await clearJobs(t.db, t.schema);
+    await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly" });
+    const a = await claimOne("tx");
+    const client = await t.db.connect();
+    const status = async () =>
+      (await t.db.query(`SELECT status, result FROM "${t.schema}".all_jobs WHERE id = $1`, [a.id])).rows[0];
+    try {
+      await client.query("BEGIN");
+      const inside = await client.query(`SELECT "${t.schema}".skipq_complete($1, $2, '{"n": 1}') AS c`, [
+        a.id,
+        a.lease,
+      ]);
+      expect(inside.rows[0].c).toBe(true);
+      expect(await status()).toEqual({ status: "running", result: null }); // not visible before the commit
+      await client.query("ROLLBACK");
+      expect(await status()).toEqual({ status: "running", result: null });
+      await client.query("BEGIN");
+      await client.query(`SELECT "${t.schema}".skipq_complete($1, $2, '{"n": 2}')`, [a.id, a.lease]);
+      await client.query("COMMIT");
+    } finally {
+      client.release();
+    }
+    expect(await status()).toEqual({ status: "completed", result: { n: 2 } });
+  });
+
   test("skipq_release puts a job back without counting the attempt, and only under its lease", async () => {
     await clearJobs(t.db, t.schema);
     await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly" });
@@ -162,6 +188,52 @@ function languageSuite(name: string, command: () => { file: string; prefix: stri
     ]);
     const dead = await t.db.query(`SELECT last_error FROM "${t.schema}".all_jobs WHERE id = $1`, [bad.id]);
     expect(dead.rows[0].last_error).toContain("nope");
+  });
+
+  test(`${name} completes a job inside its own transaction: with the business row on commit, not at all on rollback`, async () => {
+    await clearJobs(t.db, t.schema);
+    await t.db.query(`CREATE TABLE IF NOT EXISTS "${t.schema}".tx_orders (job_id bigint PRIMARY KEY)`);
+    await t.db.query(`DELETE FROM "${t.schema}".tx_orders`);
+    const { id } = await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly" });
+    const child = await t.skipq.enqueue("polyglot.echo", {}, { queue: "poly-children", dependsOn: [id] });
+    const held = await claimOne(name);
+    const c = command();
+    const args = (lease: string, ...extra: string[]) => [
+      ...c.prefix,
+      "complete-tx",
+      c.flag("dsn"),
+      DATABASE_URL,
+      c.flag("schema"),
+      t.schema,
+      c.flag("id"),
+      id,
+      c.flag("lease"),
+      lease,
+      c.flag("table"),
+      `${t.schema}.tx_orders`,
+      ...extra,
+    ];
+    const state = async () =>
+      (
+        await t.db.query(
+          `SELECT (SELECT status FROM "${t.schema}".all_jobs WHERE id = $1) AS status,
+                  (SELECT result FROM "${t.schema}".all_jobs WHERE id = $1) AS result,
+                  (SELECT status FROM "${t.schema}".all_jobs WHERE id = $2) AS child,
+                  (SELECT count(*)::int FROM "${t.schema}".tx_orders WHERE job_id = $1) AS orders`,
+          [id, child.id],
+        )
+      ).rows[0];
+    const rolledBack = await run(c.file, args(held.lease, c.flag("rollback")));
+    expect(JSON.parse(rolledBack.stdout)).toEqual({ accepted: true, committed: false });
+    expect(await state()).toEqual({ status: "running", result: null, child: "waiting", orders: 0 });
+    const committed = await run(c.file, args(held.lease, c.flag("result"), '{"charged": 42}'));
+    expect(JSON.parse(committed.stdout)).toEqual({ accepted: true, committed: true });
+    expect(await state()).toEqual({ status: "completed", result: { charged: 42 }, child: "pending", orders: 1 });
+    // The same attempt again: refused by its lease, and the transaction (business row included) rolled back.
+    await t.db.query(`DELETE FROM "${t.schema}".tx_orders`);
+    const again = await run(c.file, args(held.lease));
+    expect(JSON.parse(again.stdout)).toEqual({ accepted: false, committed: false });
+    expect(await state()).toMatchObject({ status: "completed", orders: 0 });
   });
 
   test(`a stale outcome from ${name} is rejected like one from TypeScript`, async () => {

@@ -17,6 +17,13 @@
 //	skipq-worker run|drain -schema S [-queue Q,R] [-concurrency N] [-lease-ms N]
 //	skipq-worker complete -schema S -id ID -lease LEASE
 //	skipq-worker fail -schema S -id ID -lease LEASE -error E [-delay-ms N]
+//	skipq-worker complete-tx -schema S -id ID -lease LEASE -table T [-result JSON] [-rollback]
+//
+// complete-tx is the transactional completion (docs/protocol.md): in one
+// transaction of its own it inserts the business row (job_id) into table T
+// and calls skipq_complete, then commits — or rolls back when -rollback is
+// given or the lease was stale, so the row exists if and only if the job
+// was completed.
 package main
 
 import (
@@ -134,6 +141,39 @@ func (w *worker) fail(ctx context.Context, id, lease int64, msg string, delayMs 
 	return status, err
 }
 
+// completeTx records the business row and the completion in one transaction: both commit, or neither.
+func (w *worker) completeTx(ctx context.Context, id, lease int64, table, result string, rollback bool) (bool, bool, error) {
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return false, false, err
+	}
+	defer tx.Rollback(ctx) // a no-op after Commit
+	if _, err := tx.Exec(ctx, "INSERT INTO "+quoteQualified(table)+" (job_id) VALUES ($1)", id); err != nil {
+		return false, false, err
+	}
+	var ok bool
+	var res *string
+	if result != "" {
+		res = &result
+	}
+	if err := tx.QueryRow(ctx, "SELECT "+w.s+".skipq_complete($1, $2, $3::jsonb)", id, lease, res).Scan(&ok); err != nil {
+		return false, false, err
+	}
+	// A stale lease: nothing of this attempt may commit, the business row included.
+	if !ok || rollback {
+		return ok, false, tx.Rollback(ctx)
+	}
+	return ok, true, tx.Commit(ctx)
+}
+
+func quoteQualified(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = quoteIdent(p)
+	}
+	return strings.Join(parts, ".")
+}
+
 func (w *worker) heartbeat(ctx context.Context, id, lease int64) (bool, error) {
 	var ok bool
 	err := w.pool.QueryRow(ctx, "SELECT "+w.s+".skipq_heartbeat($1, $2, $3)", id, lease, w.leaseMs).Scan(&ok)
@@ -243,7 +283,7 @@ func pollWait(drain bool) time.Duration {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: skipq-worker run|drain|complete|fail [flags]")
+		fmt.Fprintln(os.Stderr, "usage: skipq-worker run|drain|complete|complete-tx|fail [flags]")
 		os.Exit(2)
 	}
 	command := os.Args[1]
@@ -257,6 +297,9 @@ func main() {
 	lease := fs.Int64("lease", 0, "lease from the claim (complete, fail)")
 	msg := fs.String("error", "failed", "error text (fail)")
 	delayMs := fs.Float64("delay-ms", 0, "retry delay (fail)")
+	table := fs.String("table", "", "business table, schema.table, with a job_id column (complete-tx)")
+	result := fs.String("result", "", "the job's result as JSON (complete-tx)")
+	rollback := fs.Bool("rollback", false, "roll the transaction back instead of committing (complete-tx)")
 	_ = fs.Parse(os.Args[2:])
 	if *dsn == "" {
 		fmt.Fprintln(os.Stderr, "no database: pass -dsn or set DATABASE_URL")
@@ -279,6 +322,10 @@ func main() {
 		ok, err := w.complete(ctx, *id, *lease)
 		exitOn(err)
 		_ = out.Encode(map[string]any{"accepted": ok})
+	case "complete-tx":
+		ok, committed, err := w.completeTx(ctx, *id, *lease, *table, *result, *rollback)
+		exitOn(err)
+		_ = out.Encode(map[string]any{"accepted": ok, "committed": committed})
 	case "fail":
 		status, err := w.fail(ctx, *id, *lease, *msg, *delayMs)
 		exitOn(err)

@@ -13,6 +13,12 @@ Usage (DSN from --dsn or DATABASE_URL):
   worker.py drain   --schema S [--queue Q ...]   # run until nothing is runnable, print a JSON summary
   worker.py complete --schema S --id ID --lease LEASE          # one fenced outcome, print JSON
   worker.py fail     --schema S --id ID --lease LEASE --error E [--delay-ms N]
+  worker.py complete-tx --schema S --id ID --lease LEASE --table T [--result JSON] [--rollback]
+
+complete-tx is the transactional completion (docs/protocol.md): in one
+transaction of its own it inserts the business row (job_id) into table T and
+calls skipq_complete, then commits -- or rolls back when --rollback is given or
+the lease was stale, so the row exists if and only if the job was completed.
 """
 import argparse
 import asyncio
@@ -87,6 +93,26 @@ class Worker:
         return await self.pool.fetchval(
             f"SELECT {self.s}.skipq_fail($1, $2, $3, $4)", job_id, lease, error, float(delay_ms))
 
+    async def complete_tx(self, job_id, lease, table, result, rollback):
+        """The business row and the completion in one transaction: both commit, or neither."""
+        qualified = ".".join(quote_ident(part) for part in table.split("."))
+        async with self.pool.acquire() as conn:
+            tx = conn.transaction()
+            await tx.start()
+            try:
+                await conn.execute(f"INSERT INTO {qualified} (job_id) VALUES ($1)", job_id)
+                accepted = await conn.fetchval(
+                    f"SELECT {self.s}.skipq_complete($1, $2, $3::jsonb)", job_id, lease, result)
+            except BaseException:
+                await tx.rollback()
+                raise
+            # A stale lease: nothing of this attempt may commit, the business row included.
+            if not accepted or rollback:
+                await tx.rollback()
+                return accepted, False
+            await tx.commit()
+            return accepted, True
+
     async def heartbeat(self, job_id, lease):
         return await self.pool.fetchval(
             f"SELECT {self.s}.skipq_heartbeat($1, $2, $3)", job_id, lease, float(self.lease_ms))
@@ -144,7 +170,7 @@ class Worker:
 
 async def main():
     parser = argparse.ArgumentParser(description="skipq worker (Python, asyncpg)")
-    parser.add_argument("command", choices=["run", "drain", "complete", "fail"])
+    parser.add_argument("command", choices=["run", "drain", "complete", "complete-tx", "fail"])
     parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--schema", default="skipq")
     parser.add_argument("--queue", action="append")
@@ -154,6 +180,9 @@ async def main():
     parser.add_argument("--lease", type=int)
     parser.add_argument("--error", default="failed")
     parser.add_argument("--delay-ms", type=float, default=0)
+    parser.add_argument("--table", help="business table, schema.table, with a job_id column (complete-tx)")
+    parser.add_argument("--result", help="the job's result as JSON (complete-tx)")
+    parser.add_argument("--rollback", action="store_true", help="roll back instead of committing (complete-tx)")
     args = parser.parse_args()
     if not args.dsn:
         sys.exit("no database: pass --dsn or set DATABASE_URL")
@@ -163,6 +192,9 @@ async def main():
     try:
         if args.command == "complete":
             print(json.dumps({"accepted": await w.complete(args.id, args.lease)}))
+        elif args.command == "complete-tx":
+            accepted, committed = await w.complete_tx(args.id, args.lease, args.table, args.result, args.rollback)
+            print(json.dumps({"accepted": accepted, "committed": committed}))
         elif args.command == "fail":
             status = await w.fail(args.id, args.lease, args.error, args.delay_ms)
             print(json.dumps({"accepted": status is not None, "status": status}))

@@ -74,6 +74,26 @@ export function jobFeatureStatements(names: Schema) {
         WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease`,
 
       /**
+       * ctx.completeTx, on the caller's connection after its completion statement: the caller's transaction
+       * id (pg_current_xact_id assigns one if the completion did not: never, it wrote). Outside a
+       * transaction this is the statement's own, committed at once, as the completion was.
+       */
+      jobTxCurrent: `SELECT pg_current_xact_id()::text AS xid`,
+
+      /**
+       * After a completeTx handler returns, on the worker's pool: whether the caller's transaction $1
+       * committed, rolled back ('aborted') or is still 'in progress'.
+       */
+      jobTxStatus: `SELECT pg_xact_status($1::xid8) AS status`,
+
+      /**
+       * Waits for a completeTx caller's transaction still open after its handler returned: its completion
+       * holds job $1's row lock until it ends. Returns the row only if it is still held under lease $2 then
+       * (the caller rolled back). A plain FOR UPDATE, so the wait ends when that transaction does.
+       */
+      jobTxWait: `SELECT id FROM ${jobs} WHERE id = $1::bigint AND lease = $2::bigint FOR UPDATE`,
+
+      /**
        * waitFor: marks live job $1 so the trigger of migration 0012 announces its finish on the done channel;
        * returns its status, or no row when it is not live (finished already, or never committed). A job
        * already marked is not written again (an UPDATE locks only the rows its WHERE keeps).
