@@ -21,7 +21,7 @@ import {
   type StatsRange,
   type WorkerPresence,
 } from "../adminTypes.js";
-import { displayJson } from "../display.js";
+import { type AttemptRow, displayJson, MAX_ATTEMPTS_KEPT } from "../display.js";
 import type { HealthWarning } from "../health.js";
 import { finiteDate, timestampText } from "../timestamp.js";
 import { statsCharts } from "./chart.js";
@@ -504,6 +504,8 @@ export function jobPage(
     result?: string | null;
     progress?: string | null;
     attemptLogs?: string[];
+    /** Every attempt, newest first (display.ts attemptRows): text already redacted. */
+    attempts?: { rows: AttemptRow[]; unrecorded: number };
     /** Workflows: its parents and children, results already redacted and cut to text. */
     flow?: { parents: ShownNode[]; children: ShownNode[] };
   },
@@ -539,6 +541,7 @@ export function jobPage(
 <dt>Progress</dt><dd id="job-progress">${shown.progress ?? "—"}</dd>
 </dl>`,
     html`<h2>Timeline</h2>${timeline(job, shown.error)}`,
+    shown.attempts ? attemptsTable(shown.attempts) : "",
     // Result, progress and per-attempt logs (the job-features branch) render here, under their own h2s, when the schema has them.
     html`<h2>Payload</h2><pre id="payload">${shown.payload}</pre>${shown.payloadTruncated > 0 ? html`<p class="muted">Truncated: ${shown.payloadTruncated} more characters not shown.</p>` : ""}`,
     shown.headers ? html`<h2>Headers</h2><pre>${shown.headers}</pre>` : "",
@@ -552,9 +555,31 @@ export function jobPage(
 }
 
 /**
- * A job's attempts as far as the schema records them: enqueued, runnable from,
- * the last attempt's start (worker, wait) and its end (outcome, duration,
- * error). Earlier attempts leave no row of their own: only their count.
+ * Every attempt of a job, newest first: start, end, worker, outcome and error (docs/dashboard.md, "Job
+ * page"). Text arrives redacted; the html tag escapes it. A time that is not one is shown as its text.
+ */
+function attemptsTable(a: { rows: AttemptRow[]; unrecorded: number }): SafeHtml {
+  const at = (v: string | null) => (v === null ? html`<span class="muted">—</span>` : time(v));
+  const rows = a.rows.map(
+    (r) =>
+      html`<tr data-attempt="${r.attempt}" data-source="${r.source}"><td>${r.attempt}</td><td>${at(r.startedAt)}${r.source === "row" && r.startedAt !== null ? html` <span class="muted">(claim or last heartbeat)</span>` : ""}</td><td>${at(r.endedAt)}</td><td><code>${r.worker}</code></td><td data-f="outcome">${r.outcome}</td><td>${r.error === null ? html`<span class="muted">—</span>` : html`<pre class="attempt-error">${r.error}</pre>`}</td></tr>`,
+  );
+  const note =
+    a.unrecorded > 0
+      ? html`<p class="muted" id="attempts-unrecorded">${a.unrecorded} attempt(s) have no record: run before attempts were recorded, by a worker of the SQL protocol, or older than the ${MAX_ATTEMPTS_KEPT} kept.</p>`
+      : "";
+  return html`<h2 id="attempts-heading">Attempts</h2>${
+    a.rows.length === 0
+      ? html`<p class="muted" id="attempts">No attempt yet.</p>`
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Attempts"><table id="attempts"><thead><tr><th scope="col">Attempt</th><th scope="col">Started</th><th scope="col">Ended</th><th scope="col">Worker</th><th scope="col">Outcome</th><th scope="col">Error</th></tr></thead>
+<tbody>${rows}</tbody></table></div>`
+  }${note}`;
+}
+
+/**
+ * A job's life as far as its row tells: enqueued, runnable from, the last
+ * attempt's start (worker, wait) and its end (outcome, duration, error).
+ * Each attempt's own details are in the attempts table.
  */
 function timeline(job: JobRow, error: string | null): SafeHtml {
   const at = (v: Date | number | string | null | undefined) =>
@@ -572,7 +597,7 @@ function timeline(job: JobRow, error: string | null): SafeHtml {
     );
   if (job.attempts > 1)
     events.push(
-      html`<li class="muted">Attempts 1–${job.attempts - 1} ran and failed; the schema keeps the last attempt's details only.</li>`,
+      html`<li class="muted">Attempts 1–${job.attempts - 1}: see <a href="#attempts">Attempts</a> for each one's start, end, worker, outcome and error.</li>`,
     );
   if (started)
     events.push(
