@@ -61,7 +61,7 @@ dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex
 .chart .axis{stroke:var(--grid)}.chart text{fill:var(--muted)}.chart .s1{stroke:var(--chart1);fill:none}.chart .s2{stroke:var(--chart2);fill:none}
 .chart .b1,.chart text.t1{fill:var(--chart1)}.chart .b2,.chart text.t2,.chart text.b2{fill:var(--chart2)}.chart .b3,.chart text.b3{fill:var(--chart3)}
 .tabs a{margin-right:8px}.tabs a[aria-current]{font-weight:700;text-decoration:none}
-.signin{max-width:360px;margin:64px auto;background:var(--card);border:1px solid var(--line);padding:24px}
+.signin{display:block;max-width:360px;margin:64px auto;background:var(--card);border:1px solid var(--line);padding:24px}
 .signin label{display:block;margin:8px 0}.signin input{width:100%;box-sizing:border-box}
 @media (max-width:640px){main{padding:8px}th,td{padding:3px 4px}dl{grid-template-columns:1fr}dt{margin-top:6px}}
 `;
@@ -141,13 +141,13 @@ export function signInPage(
 ): SafeHtml {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in · ${ctx.title}</title><style>${raw(CSS)}</style></head>
-<body><div class="signin"><h1>${ctx.title}</h1>
+<body><main class="signin" id="main"><h1>${ctx.title}</h1>
 ${options.message ? html`<div class="error" role="alert">${options.message}</div>` : ""}
 <form method="post" action="${ctx.base}/login">
 <input type="hidden" name="next" value="${options.next}">
 ${options.password ? html`<label>User <input name="user" autocomplete="username"></label><label>Password <input name="password" type="password" autocomplete="current-password"></label>` : ""}
 ${options.token ? html`<label>${options.password ? "Or token" : "Token"} <input name="token" type="password" autocomplete="off"></label>` : ""}
-<button type="submit">Sign in</button></form></div></body></html>`;
+<button type="submit">Sign in</button></form></main></body></html>`;
 }
 
 const pad = (n: number) => String(n).padStart(2, "0");
