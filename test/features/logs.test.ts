@@ -193,3 +193,24 @@ test("a job keeps its 25 most recent attempts, the last one that died included",
   expect(logs.at(-1)).toMatchObject({ attempt: 30, outcome: "failed" });
   expect(logs.at(-1)?.error).toMatch(/attempt 30 failed/);
 });
+
+test("an attempt's outcome is never refused for the attempt_logs plain SQL stored: any shape is kept, the entry appended", async () => {
+  const stored = ['"as text"', '{"not":"a list"}', "[]", JSON.stringify(Array.from({ length: 30 }, (_, i) => i))];
+  const ids: string[] = [];
+  for (const value of stored) {
+    const { id } = await t.skipq.enqueue(importCsv, { file: "j" }, { queue: "l10", maxAttempts: 1 });
+    await t.db.query(`UPDATE "${t.schema}".jobs SET attempt_logs = $2::jsonb WHERE id = $1`, [id, value]);
+    ids.push(id);
+  }
+  const w = worker("l10").register(importCsv, () => {
+    throw new Error("refused");
+  });
+  await w.start();
+  const logs = await Promise.all(ids.map(async (id) => (await finished(id)).attempt_logs as unknown[]));
+  for (const list of logs) expect(list.at(-1)).toMatchObject({ attempt: 1, worker: "w-l10", outcome: "failed" });
+  expect(logs[0]?.slice(0, -1)).toEqual(["as text"]);
+  expect(logs[1]?.slice(0, -1)).toEqual([{ not: "a list" }]);
+  expect(logs[2]).toHaveLength(1);
+  // 30 stored + 1, cut to the 25 most recent.
+  expect(logs[3]?.slice(0, -1)).toEqual(Array.from({ length: 24 }, (_, i) => i + 6));
+});
