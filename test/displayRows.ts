@@ -100,9 +100,10 @@ export const hostileLogs: fc.Arbitrary<unknown> = fc.oneof(
     weight: 3,
     arbitrary: fc.array(
       fc.record({
-        attempt: fc.oneof(fc.nat(), hostileText),
-        worker: hostileText,
-        startedAt: hostileText,
+        attempt: fc.oneof(fc.nat(), hostileText, hostileJson),
+        worker: fc.oneof(hostileText, leakyText, hostileJson),
+        startedAt: fc.oneof(hostileText, fc.constant(null)),
+        lastSeenAt: fc.oneof(leakyText, hostileJson),
         endedAt: hostileText,
         outcome: hostileText,
         error: fc.oneof(leakyText, fc.constant(null), hostileJson),

@@ -58,6 +58,8 @@ export interface Settlement {
   error: string | null;
   delayMs: number;
   fingerprint: string | null;
+  /** The attempt's attempt_logs entry (JSON text, worker/attemptLog.ts), or null/absent to record none. */
+  entry?: string | null;
 }
 
 /** One job to insert, encoded and validated (src/core/enqueue.ts builds these). */
@@ -197,6 +199,7 @@ export class JobStore {
       settlements.map((s) => s.error),
       settlements.map((s) => s.delayMs),
       settlements.map((s) => s.fingerprint),
+      settlements.map((s) => s.entry ?? null),
     ]);
     return rows;
   }

@@ -39,7 +39,7 @@ export interface JobRow {
   result: unknown;
   /** The last value its handler passed to `ctx.progress()` (a number 0-100 or a small object); null when none. */
   progress: unknown;
-  /** The `ctx.log` lines of its most recent attempts, one entry per attempt that wrote any; null when none. */
+  /** Its most recent attempts, oldest first (see AttemptLog: every attempt but plain successes); null when none. */
   attempt_logs: AttemptLog[] | null;
   /** Workflows: the jobs this one waits for (its dependsOn); empty for a plain job. */
   dependsOn?: string[];
@@ -47,19 +47,28 @@ export interface JobRow {
   waitingOn?: string[];
 }
 
-/** One attempt's `ctx.log` lines, with who ran it, when, and how it ended (docs/jobs.md, "Attempt logs"). */
+/**
+ * One attempt: who ran it, when, how it ended, and its `ctx.log` lines (docs/jobs.md, "Attempts"). Every
+ * attempt that did not simply succeed has one (failed, snoozed, released, dead, cancelled, or lost when its
+ * lease expired), and so has a success whose handler logged; a job keeps its 25 most recent, the 10 most
+ * recent with their lines (an older entry's lines are counted in `dropped`).
+ */
 export interface AttemptLog {
   attempt: number;
   worker: string;
-  /** ISO times on the worker's clock. */
-  startedAt: string;
+  /** ISO time on the worker's clock; null when not known (an attempt the reaper found with its lease expired). */
+  startedAt: string | null;
+  /** ISO time: the worker's clock, or the database's for an attempt the reaper took back. */
   endedAt: string;
+  /** "completed", "failed", "dead", "snoozed", "released", "cancelled" or "lease expired". */
   outcome: string;
-  /** The attempt's error as stored in last_error (redacted); null when it completed. */
+  /** The attempt's error as stored in last_error (redacted); null when it has none. */
   error: string | null;
   lines: Array<{ at: string; level: string; msg: string; [field: string]: unknown }>;
-  /** Lines written beyond the per-attempt cap, not kept. */
+  /** Lines not kept: written beyond the per-attempt cap, or cut from an entry older than the 10 most recent. */
   dropped: number;
+  /** An attempt the reaper took back: its last heartbeat (or its claim), the last the queue heard of it. */
+  lastSeenAt?: string;
 }
 
 /** Workflows: a job in the graph around another (`Admin.flow`); kind and status null once pruned. */

@@ -12,6 +12,10 @@
  * may see: key redaction of payloads is the caller's redactor.
  */
 import { REDACTED, redactText, secretValues } from "../core/secrets.js";
+import { MAX_ATTEMPTS_KEPT } from "../db/sql/jobs.js";
+
+/** How many attempts a job keeps in attempt_logs (the most recent): displays say so. */
+export { MAX_ATTEMPTS_KEPT };
 
 /** Levels of nesting shown; what lies deeper is replaced by DEEP_MARKER. */
 export const MAX_DISPLAY_DEPTH = 100;
@@ -142,5 +146,126 @@ export function attemptLogsText(value: unknown, redact: LogRedaction): string[] 
     if (log.error !== null && log.error !== undefined)
       lines.push(`  error: ${asText(log.error).split("\n").join("\n         ")}`);
     return redact.text([head, ...lines].join("\n"));
+  });
+}
+
+/** One attempt as the job page's attempts table and `skipq job <id>` show it: every field text, redacted. */
+export interface AttemptRow {
+  attempt: string;
+  /** A time (ISO text) or other stored text; null when not known. */
+  startedAt: string | null;
+  endedAt: string | null;
+  worker: string;
+  outcome: string;
+  error: string | null;
+  /** What the row was read from: `recorded` (attempt_logs) or `row` (the job's own columns: its current or last attempt). */
+  source: "recorded" | "row";
+}
+
+/** Attempts a display lists at most (the stored list holds 25; plain SQL may store any number). */
+export const MAX_ATTEMPT_ROWS = 100;
+/** Characters of one attempt's error a table cell shows; the full last error is shown apart. */
+export const MAX_ATTEMPT_ERROR_CHARS = 4000;
+
+/** The columns of a job attemptRows reads; any of attempt_logs' shapes is accepted. */
+export interface AttemptsOf {
+  attempts: number;
+  status: string;
+  locked_at: Date | string | null;
+  locked_by: string | null;
+  completed_at?: Date | string | null;
+  attempt_logs?: unknown;
+}
+
+/**
+ * A job's attempts, newest first: those recorded in attempt_logs (every attempt that did not simply
+ * succeed, and successes that logged: docs/jobs.md, "Attempts"), and its current or last attempt read from
+ * the row when no entry records it (running, or a success that logged nothing: its start is `locked_at`,
+ * the claim or its last heartbeat). `unrecorded`: attempts of the count that neither names (run before
+ * this was recorded, by the SQL protocol, or older than the entries kept). Any stored shape is shown, never
+ * thrown on: an entry that is not an object is one row with its JSON as the outcome.
+ */
+export function attemptRows(job: AttemptsOf, redact: LogRedaction): { rows: AttemptRow[]; unrecorded: number } {
+  const show = (v: unknown) => redact.text(typeof v === "string" ? v : displayJson(redact.keys(v)));
+  const maybe = (v: unknown) => (v === null || v === undefined ? null : show(v));
+  const when = (v: Date | string | null | undefined) =>
+    v === null || v === undefined
+      ? null
+      : v instanceof Date
+        ? Number.isNaN(v.getTime())
+          ? null
+          : v.toISOString()
+        : show(v);
+  const stored = job.attempt_logs;
+  const list: unknown[] =
+    stored === null || stored === undefined ? [] : Array.isArray(stored) ? stored.slice(-MAX_ATTEMPT_ROWS) : [stored];
+  const rows: AttemptRow[] = [];
+  const named = new Set<number>();
+  let last: Record<string, unknown> | undefined;
+  for (const entry of list) {
+    if (entry === null || typeof entry !== "object" || Array.isArray(entry)) {
+      last = undefined;
+      rows.push({
+        attempt: "?",
+        startedAt: null,
+        endedAt: null,
+        worker: "?",
+        outcome: show(`not an attempt (as stored): ${displayJson(redact.keys(entry))}`),
+        error: null,
+        source: "recorded",
+      });
+      continue;
+    }
+    const e = entry as Record<string, unknown>;
+    last = e;
+    if (typeof e.attempt === "number" && Number.isInteger(e.attempt)) named.add(e.attempt);
+    const error = maybe(e.error);
+    rows.push({
+      attempt: show(e.attempt ?? "?"),
+      startedAt:
+        maybe(e.startedAt) ??
+        (e.lastSeenAt === undefined || e.lastSeenAt === null ? null : show(`? (last seen ${show(e.lastSeenAt)})`)),
+      endedAt: maybe(e.endedAt),
+      worker: show(e.worker ?? "?"),
+      outcome: show(e.outcome ?? "?"),
+      error:
+        error !== null && error.length > MAX_ATTEMPT_ERROR_CHARS
+          ? `${error.slice(0, MAX_ATTEMPT_ERROR_CHARS)}…`
+          : error,
+      source: "recorded",
+    });
+  }
+  const attempts = Number.isInteger(job.attempts) ? Math.max(0, job.attempts) : 0;
+  const fromRow =
+    attempts > 0 && (job.status === "running" || (job.status === "completed" && last?.outcome !== "completed"));
+  if (fromRow) {
+    named.add(attempts);
+    rows.push({
+      attempt: String(attempts),
+      startedAt: when(job.locked_at),
+      endedAt: job.status === "completed" ? when(job.completed_at) : null,
+      worker: job.locked_by === null ? "?" : show(job.locked_by),
+      outcome: job.status,
+      error: null,
+      source: "row",
+    });
+  }
+  let recorded = 0;
+  for (const n of named) if (n >= 1 && n <= attempts) recorded++;
+  const unrecorded = attempts - recorded;
+  return { rows: rows.reverse(), unrecorded };
+}
+
+/**
+ * attempt_logs without the entries that hold no lines (every failed attempt has an entry now; the
+ * attempts table shows those): what an "attempt logs" section prints. Any other shape is returned as it is.
+ */
+export function loggedAttempts(value: unknown): unknown {
+  if (!Array.isArray(value)) return value;
+  return value.filter((entry) => {
+    if (entry === null || typeof entry !== "object" || Array.isArray(entry)) return true;
+    const { lines, dropped } = entry as { lines?: unknown; dropped?: unknown };
+    if (lines === undefined || lines === null) return false;
+    return !Array.isArray(lines) || lines.length > 0 || (typeof dropped === "number" && dropped > 0);
   });
 }

@@ -75,7 +75,7 @@ export class Completer {
   private results: string[] = [];
   private spawning: Spawning[] = [];
   private settlements: Settlement[] = [];
-  /** Attempt logs (ctx.log lines) to append before the outcomes of their jobs: docs/jobs.md. */
+  /** Attempt logs of successes that wrote ctx.log lines, appended before their outcomes (docs/jobs.md). */
   private attemptLogs: Array<{ id: string; lease: string; entry: string }> = [];
   /** Outcomes taken by the flush in progress. */
   private inFlight = 0;
@@ -149,20 +149,30 @@ export class Completer {
           fingerprint: errorFingerprint(job.kind, error),
         });
     }
-    if (lines && (lines.lines.length > 0 || lines.dropped > 0)) {
+    const settlement = this.settlements.length > settlements ? this.settlements.at(-1) : undefined;
+    const logged = lines !== undefined && (lines.lines.length > 0 || lines.dropped > 0);
+    // Every attempt that did not simply succeed is recorded (docs/jobs.md, "Attempts"), in its settlement's
+    // own statement; a success only when its handler logged (the job page shows a plain success from the row).
+    // A job handed back from the prefetch buffer never ran: no attempt.
+    if (settlement !== undefined ? running.started : logged) {
       running.attemptLines = undefined;
-      const stored = this.settlements.length > settlements ? (this.settlements.at(-1)?.error ?? null) : null;
       // An attempt that threw is "failed" in its log, the last one too (docs/jobs.md); "dead" is FailPermanently.
-      const logged = outcome === "dead" && !(error instanceof FailPermanently) ? "retry" : outcome;
-      const entry = attemptEntry(lines, {
+      const shown = outcome === "dead" && !(error instanceof FailPermanently) ? "retry" : outcome;
+      const entry = attemptEntry(lines ?? { startedAt: this.startedAt(running), lines: [], dropped: 0 }, {
         attempt: job.attempt,
         worker: this.o.workerId,
-        outcome: logged,
-        error: stored,
+        outcome: shown,
+        error: settlement?.error ?? null,
       });
-      this.attemptLogs.push({ id: job.id, lease, entry });
+      if (settlement !== undefined) settlement.entry = entry;
+      else this.attemptLogs.push({ id: job.id, lease, entry });
     }
     this.scheduleFlush();
+  }
+
+  /** When the attempt's handler started, as an ISO time (running.startedAt is on the performance clock). */
+  private startedAt(running: Running): string {
+    return new Date(Date.now() - (performance.now() - running.startedAt)).toISOString();
   }
 
   /** What last_error stores: the error's text, with the job's secrets redacted. */

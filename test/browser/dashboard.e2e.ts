@@ -3,7 +3,7 @@
  * sign in, watch a count change live after an enqueue from another process,
  * open a queue and edit a limit, filter the jobs, bulk-retry a dead one, follow
  * its page live to completed, visit every page (axe-core: no serious or
- * critical violation, light and dark), try the keyboard, sign out; without
+ * critical violation, light and dark; the sign-in page none of any impact), try the keyboard, sign out; without
  * credentials every page answers 401. Screenshots of every page go to
  * .ci-artifacts/ and, outside CI, docs/.
  */
@@ -98,13 +98,17 @@ afterAll(async () => {
   await t?.cleanup();
 });
 
-/** axe-core in the page (through the DevTools protocol, so the page's CSP stays as it is): serious and critical violations. */
-async function accessibility(page: Page, label: string): Promise<void> {
+/**
+ * axe-core in the page (through the DevTools protocol, so the page's CSP stays as it is): serious and critical
+ * violations, or with `every` violations of any impact (landmark rules such as landmark-one-main and region
+ * are "moderate").
+ */
+async function accessibility(page: Page, label: string, every = false): Promise<void> {
   await page.evaluate(AXE);
   // A string, evaluated in the page: this file is typed without the DOM library.
   const violations =
     (await page.evaluate(`axe.run(document, { runOnly: ["wcag2a", "wcag2aa", "best-practice"] }).then((r) =>
-    r.violations.filter((v) => v.impact === "serious" || v.impact === "critical")
+    r.violations.filter((v) => ${every} || v.impact === "serious" || v.impact === "critical")
       .map((v) => v.id + " (" + v.impact + "): " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")))`)) as string[];
   expect(violations, label).toEqual([]);
 }
@@ -120,11 +124,14 @@ test("sign in, watch counts live, filter, bulk-retry, follow a job's timeline, e
   const page = await browser.newPage();
   const first = await page.goto(dashboard.url);
   expect(first?.status()).toBe(401);
-  await accessibility(page, "sign-in");
+  // The sign-in page: its content in a <main> landmark, and no violation of any impact.
+  expect(await page.locator("main h1 + form, main > form").count()).toBe(1);
+  await accessibility(page, "sign-in", true);
 
   await page.fill('input[name="token"]', "not-the-token-at-all");
   await page.click('button[type="submit"]');
   await expect.poll(() => page.textContent("[role=alert]")).toContain("Wrong credentials");
+  await accessibility(page, "sign-in, wrong credentials", true);
 
   await page.fill('input[name="token"]', TOKEN);
   await page.click('button[type="submit"]');
@@ -218,6 +225,12 @@ test("sign in, watch counts live, filter, bulk-retry, follow a job's timeline, e
   expect(await page.textContent("#payload")).not.toContain("sk-live-secret");
   expect(await page.textContent("#timeline")).toMatch(/Attempt 1 started/);
   expect(await page.textContent("#timeline")).toMatch(/Completed/);
+  // Every attempt, newest first: the retried run that completed, then the one that died, with its error.
+  await page.reload();
+  await expect.poll(() => page.locator("#attempts tbody tr").count()).toBe(2);
+  expect(await page.locator('#attempts tbody tr:nth-child(1) [data-f="outcome"]').textContent()).toBe("completed");
+  expect(await page.locator('#attempts tbody tr:nth-child(2) [data-f="outcome"]').textContent()).toBe("dead");
+  expect(await page.locator("#attempts tbody tr:nth-child(2)").textContent()).toContain("font <Helvetica> missing");
   await accessibility(page, "job");
   await shot(page, "dashboard-job");
 

@@ -160,8 +160,17 @@ class Outcome implements fc.AsyncCommand<Model, Real> {
     } else if (this.kind === "fail") {
       // A retry an hour out: not runnable until the clock is advanced.
       accepted =
-        (await r.db.query(sql.jobs.jobSettleMany.text, [[job.id], [lease], ["retry"], ["boom"], [3_600_000], [null]]))
-          .rowCount === 1;
+        (
+          await r.db.query(sql.jobs.jobSettleMany.text, [
+            [job.id],
+            [lease],
+            ["retry"],
+            ["boom"],
+            [3_600_000],
+            [null],
+            [null],
+          ])
+        ).rowCount === 1;
     } else {
       accepted = (await r.db.query(sql.jobs.jobHeartbeatMany.text, [[job.id], [lease], 30_000])).rowCount === 1;
     }

@@ -57,7 +57,7 @@ test("each attempt's lines are kept with its worker, start, end, outcome and err
   expect(first.lines[0]).toMatchObject({ file: "a.csv", attempt: 1 });
   expect(second).toMatchObject({ attempt: 2, outcome: "completed", error: null });
   expect(second.lines.map((l) => l.msg)).toEqual(["starting import", "imported"]);
-  for (const log of logs) expect(Date.parse(log.endedAt)).toBeGreaterThanOrEqual(Date.parse(log.startedAt));
+  for (const log of logs) expect(Date.parse(log.endedAt)).toBeGreaterThanOrEqual(Date.parse(log.startedAt as string));
   const { rows } = await t.db.query(
     `SELECT jsonb_array_length(attempt_logs) AS n FROM "${t.schema}".job_history WHERE id = $1`,
     [id],
@@ -65,7 +65,7 @@ test("each attempt's lines are kept with its worker, start, end, outcome and err
   expect(rows[0].n).toBe(2);
 });
 
-test("lines are capped per attempt (the rest counted as dropped) and a job keeps its 10 most recent attempts", async () => {
+test("lines are capped per attempt (the rest counted as dropped) and a job keeps the lines of its 10 most recent attempts", async () => {
   const w = worker("l2", { attemptLogLines: 5, backoff: { baseMs: 1, jitter: 0 } }).register(
     importCsv,
     (payload, ctx) => {
@@ -78,8 +78,13 @@ test("lines are capped per attempt (the rest counted as dropped) and a job keeps
   const job = await finished(id);
   expect(job.status).toBe("completed");
   const logs = job.attempt_logs as AttemptLog[];
-  expect(logs.map((l) => l.attempt)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
-  for (const log of logs) {
+  // Every attempt is kept (up to 25); the two oldest keep who, when, outcome and error, their lines counted.
+  expect(logs.map((l) => l.attempt)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+  for (const log of logs.slice(0, 2)) {
+    expect(log).toMatchObject({ lines: [], dropped: 8, outcome: "failed" });
+    expect(log.error).toMatch(/attempt \d+ failed/);
+  }
+  for (const log of logs.slice(2)) {
     expect(log.lines.map((l) => l.msg)).toEqual(["line 0", "line 1", "line 2", "line 3", "line 4"]);
     expect(log.dropped).toBe(3);
   }
@@ -131,6 +136,14 @@ test("skipq job <id> prints each attempt's lines under its worker, times and out
   );
   expect(text.stdout).toMatch(/ {2}error: Error: timeout talking to bucket/);
   expect(text.stdout).toMatch(/attempt 2 on w-l6, \S+ → \S+: completed/);
+  // The attempts table, newest first, before the logs.
+  const attempts = text.stdout.slice(
+    text.stdout.indexOf("attempts (newest first):"),
+    text.stdout.indexOf("attempt logs:"),
+  );
+  expect(attempts).toMatch(
+    /│ 2 +│ \S+ +│ \S+ +│ w-l6 +│ completed +│ - +│\n[^\n]*│ 1 +│ \S+ +│ \S+ +│ w-l6 +│ failed +│ Error: timeout talking to bucket/,
+  );
   const json = JSON.parse((await cli(["job", id, "--json"], env)).stdout);
   expect(json.attemptLogs.map((l: AttemptLog) => l.outcome)).toEqual(["failed", "completed"]);
 });
@@ -147,4 +160,57 @@ test("an operator's retry keeps the logs of the attempts before it", async () =>
   await admin.retryJob(id);
   const logs = ((await admin.getJob(id))?.attempt_logs ?? []) as AttemptLog[];
   expect(logs.map((l) => l.outcome)).toEqual(["failed"]);
+});
+
+test("every attempt that did not simply succeed is recorded without ctx.log lines; a plain success adds none", async () => {
+  const w = worker("l8", { backoff: { baseMs: 1, jitter: 0 } }).register(importCsv, (_payload, ctx) => {
+    if (ctx.attempt <= 2) throw new Error(`upstream 503 on attempt ${ctx.attempt}`);
+  });
+  await w.start();
+  const { id } = await t.skipq.enqueue(importCsv, { file: "h" }, { queue: "l8" });
+  const job = await finished(id);
+  expect(job.status).toBe("completed");
+  const logs = job.attempt_logs as AttemptLog[];
+  expect(logs.map((l) => [l.attempt, l.worker, l.outcome, l.lines.length])).toEqual([
+    [1, "w-l8", "failed", 0],
+    [2, "w-l8", "failed", 0],
+  ]);
+  expect(logs[0]?.error).toMatch(/^Error: upstream 503 on attempt 1/);
+  expect(logs[1]?.error).toMatch(/^Error: upstream 503 on attempt 2/);
+  for (const log of logs) expect(Date.parse(log.endedAt)).toBeGreaterThanOrEqual(Date.parse(log.startedAt as string));
+});
+
+test("a job keeps its 25 most recent attempts, the last one that died included", async () => {
+  const w = worker("l9", { backoff: { baseMs: 1, maxMs: 1, jitter: 0 } }).register(importCsv, (_payload, ctx) => {
+    throw new Error(`attempt ${ctx.attempt} failed`);
+  });
+  await w.start();
+  const { id } = await t.skipq.enqueue(importCsv, { file: "i" }, { queue: "l9", maxAttempts: 30 });
+  const job = await finished(id);
+  expect(job.status).toBe("dead");
+  const logs = job.attempt_logs as AttemptLog[];
+  expect(logs.map((l) => l.attempt)).toEqual(Array.from({ length: 25 }, (_, i) => i + 6));
+  expect(logs.at(-1)).toMatchObject({ attempt: 30, outcome: "failed" });
+  expect(logs.at(-1)?.error).toMatch(/attempt 30 failed/);
+});
+
+test("an attempt's outcome is never refused for the attempt_logs plain SQL stored: any shape is kept, the entry appended", async () => {
+  const stored = ['"as text"', '{"not":"a list"}', "[]", JSON.stringify(Array.from({ length: 30 }, (_, i) => i))];
+  const ids: string[] = [];
+  for (const value of stored) {
+    const { id } = await t.skipq.enqueue(importCsv, { file: "j" }, { queue: "l10", maxAttempts: 1 });
+    await t.db.query(`UPDATE "${t.schema}".jobs SET attempt_logs = $2::jsonb WHERE id = $1`, [id, value]);
+    ids.push(id);
+  }
+  const w = worker("l10").register(importCsv, () => {
+    throw new Error("refused");
+  });
+  await w.start();
+  const logs = await Promise.all(ids.map(async (id) => (await finished(id)).attempt_logs as unknown[]));
+  for (const list of logs) expect(list.at(-1)).toMatchObject({ attempt: 1, worker: "w-l10", outcome: "failed" });
+  expect(logs[0]?.slice(0, -1)).toEqual(["as text"]);
+  expect(logs[1]?.slice(0, -1)).toEqual([{ not: "a list" }]);
+  expect(logs[2]).toHaveLength(1);
+  // 30 stored + 1, cut to the 25 most recent.
+  expect(logs[3]?.slice(0, -1)).toEqual(Array.from({ length: 24 }, (_, i) => i + 6));
 });

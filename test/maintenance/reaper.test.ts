@@ -43,6 +43,29 @@ test("the reaper returns an expired job to pending with the attempt counted, and
   expect(await admin.getJob(last.id)).toMatchObject({ status: "dead", attempts: 1 });
 });
 
+test("a reaped attempt is recorded: its worker, when it was last heard of, and the lease-expired error", async () => {
+  const again = await t.skipq.enqueue("r", {}, { queue: "expire-log", maxAttempts: 3 });
+  const last = await t.skipq.enqueue("r", {}, { queue: "expire-log", maxAttempts: 1 });
+  await claimAll("expire-log");
+  await t.db.query(
+    `UPDATE "${t.schema}".jobs SET lease_expires_at = now() - interval '1 ms' WHERE queue = 'expire-log'`,
+  );
+  await w.reaper?.runOnce();
+  const admin = new Admin(t.skipq);
+  for (const [id, status] of [
+    [again.id, "pending"],
+    [last.id, "dead"],
+  ] as const) {
+    const job = await admin.getJob(id);
+    expect(job?.status).toBe(status);
+    expect(job?.attempt_logs).toHaveLength(1);
+    const entry = job?.attempt_logs?.[0];
+    expect(entry).toMatchObject({ attempt: 1, worker: "crashed-worker", startedAt: null, outcome: "lease expired" });
+    expect(entry?.error).toContain("lease expired: worker crashed-worker");
+    expect(Date.parse(entry?.lastSeenAt as string)).toBeLessThanOrEqual(Date.parse(entry?.endedAt as string));
+  }
+});
+
 test("the reaper never touches a live lease or a finished job", async () => {
   const live = await t.skipq.enqueue("r", {}, { queue: "live" });
   const done = await t.skipq.enqueue("r", {}, { queue: "done" });

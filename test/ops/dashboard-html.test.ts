@@ -4,6 +4,7 @@ import { clientAddress, isLoopback, parseCookies, resolveCredentials } from "../
 import { throughputChart } from "../../src/ops/dashboard/chart.js";
 import { escapeHtml, html, raw } from "../../src/ops/dashboard/html.js";
 import { REDACTED, redactKeys } from "../../src/ops/dashboard/redact.js";
+import { signInPage } from "../../src/ops/dashboard/views.js";
 
 test("escapeHtml turns every markup-significant character into an entity", () => {
   expect(escapeHtml(`<script>alert("x")</script>&'\``)).toBe(
@@ -92,4 +93,17 @@ test("throttling counts a client by its address, IPv6 per /64, and trusts X-Forw
   // Behind a proxy, the last hop is the address the proxy saw; earlier ones are the client's to forge.
   expect(clientAddress(req("10.0.0.1", "1.1.1.1, 203.0.113.9"), true)).toBe("203.0.113.9");
   expect(clientAddress(req("10.0.0.1"), true)).toBe("10.0.0.1");
+});
+
+test("the sign-in page's content is one <main> landmark: heading, message and form inside it", () => {
+  const page = signInPage(
+    { base: "/ops", title: "skipq", csrf: undefined, flash: undefined },
+    { token: true, password: true, next: "/", message: "Wrong credentials" },
+  ).toString();
+  expect(page.match(/<main\b/g)).toHaveLength(1);
+  const main = /<main class="signin" id="main">([\s\S]*)<\/main>/.exec(page)?.[1] ?? "";
+  expect(main).toContain("<h1>skipq</h1>");
+  expect(main).toContain('role="alert">Wrong credentials');
+  expect(main).toMatch(/<form method="post" action="\/ops\/login">[\s\S]*<\/form>/);
+  expect(page.replace(/<main[\s\S]*<\/main>/, "")).not.toMatch(/<(form|h1|input)\b/);
 });

@@ -48,12 +48,62 @@ test("a job's timeline: enqueued, the last attempt's start on its worker, its en
   const page = await (await get(`jobs/${rows[0].id}`)).text();
   const timeline = /<ol id="timeline"[^>]*>([\s\S]*?)<\/ol>/.exec(page)?.[1] ?? "";
   expect(timeline).toContain("<strong>Enqueued</strong>");
-  expect(timeline).toContain("Attempts 1–2 ran and failed");
+  expect(timeline).toContain('Attempts 1–2: see <a href="#attempts">Attempts</a>');
   expect(timeline).toMatch(
     /Attempt 3 started<\/strong> <time[^>]*>[^<]*<\/time> on <code>host:1:abc<\/code> · waited 10 s/,
   );
   expect(timeline).toMatch(/Failed for good \(dead\)<\/strong> <time[^>]*>[^<]*<\/time> · ran 10 s/);
   expect(timeline).toContain("Error: &lt;smtp&gt; refused");
+});
+
+test("the job page lists every attempt, newest first: start, end, worker, outcome and error, escaped", async () => {
+  const worker = t.skipq
+    .worker({ queues: ["flaky"], pollInterval: "50ms", workerId: "w<flaky>", backoff: { baseMs: 1, jitter: 0 } })
+    .register("flaky", (payload, ctx) => {
+      const { password } = payload as { password: string };
+      if (ctx.attempt <= 2) throw new Error(`<b>refused</b> attempt ${ctx.attempt} password=${password}`);
+    });
+  await worker.start();
+  try {
+    const { id } = await t.skipq.enqueue("flaky", { password: "pw-sekr1t-77" }, { queue: "flaky" });
+    await until("completed", async () => (await admin.getJob(id))?.status === "completed");
+    const page = await (await get(`jobs/${id}`)).text();
+    const table = /<table id="attempts">([\s\S]*?)<\/table>/.exec(page)?.[1] ?? "";
+    const rows = [...table.matchAll(/<tr data-attempt="(\d+)" data-source="(\w+)">([\s\S]*?)<\/tr>/g)];
+    expect(rows.map((r) => [r[1], r[2]])).toEqual([
+      ["3", "row"],
+      ["2", "recorded"],
+      ["1", "recorded"],
+    ]);
+    const [done, second, first] = rows.map((r) => r[3] as string) as [string, string, string];
+    expect(done).toContain('<td data-f="outcome">completed</td>');
+    expect(second).toContain('<td data-f="outcome">failed</td>');
+    expect(second).toContain("&lt;b&gt;refused&lt;/b&gt; attempt 2");
+    expect(first).toContain("&lt;b&gt;refused&lt;/b&gt; attempt 1");
+    for (const row of [done, second, first]) {
+      expect(row).toContain("<code>w&lt;flaky&gt;</code>");
+      expect(row.match(/<time datetime=/g)?.length).toBe(2);
+    }
+    expect(page).not.toContain("pw-sekr1t-77");
+    expect(page).not.toContain("<b>refused");
+    expect(page).not.toContain('id="attempts-unrecorded"');
+  } finally {
+    await worker.stop();
+  }
+});
+
+test("the job page says how many attempts have no record (a row written before attempts were recorded)", async () => {
+  const { rows } = await t.db.query(
+    `INSERT INTO "${t.schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at,
+                                           created_at, finished_at, attempt_logs)
+     VALUES (nextval(pg_get_serial_sequence('"${t.schema}".jobs', 'id')), 'mail', 'send', '{}', 'dead', 0, 4, 4, now(),
+             now(), now(), '[{"attempt": 4, "worker": "w1", "startedAt": "2026-01-01T00:00:00Z",
+                              "endedAt": "2026-01-01T00:00:01Z", "outcome": "failed", "error": "boom", "lines": [], "dropped": 0}]')
+     RETURNING id::text`,
+  );
+  const page = await (await get(`jobs/${rows[0].id}`)).text();
+  expect(page).toMatch(/<tr data-attempt="4" data-source="recorded">/);
+  expect(page).toMatch(/<p class="muted" id="attempts-unrecorded">3 attempt\(s\) have no record/);
 });
 
 test("the workers page lists each live worker with the jobs it runs now", async () => {

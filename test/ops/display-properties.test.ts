@@ -3,7 +3,7 @@
  * by plain SQL with arbitrary JSON and text — deep, wide, non-array attempt
  * logs, control characters, the escape text of lone surrogates, huge strings,
  * markup, secrets — in result, progress, attempt_logs, last_error, payload,
- * headers and the keys, shown by the job page, the jobs list, the dead page,
+ * headers and the keys, shown by the job page (its attempts table too), the jobs list, the dead page,
  * the queue page (and the job page's workflow table) and the live feed. No
  * page answers 5xx, no data reaches a page as raw markup, and no secret the
  * default redactor matches is ever shown.
@@ -70,6 +70,8 @@ test("every dashboard page and the live feed show any row PostgreSQL accepts: no
         expect(page, path).not.toContain(MARKUP);
         expect(page, path).not.toContain(KEY_SECRET);
         expect(page, path).not.toContain(TEXT_SECRET);
+        // The job page's attempts table reads the same attempt logs (worker, times, outcome, error).
+        if (path.startsWith("/jobs/")) expect(page, path).toMatch(/<(table|p class="muted") id="attempts"/);
       }
       if (n % 6 === 1) {
         for (const data of await liveEvent(live)) {

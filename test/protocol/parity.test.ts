@@ -97,6 +97,7 @@ async function apply(side: Side, op: Op, protocol: boolean): Promise<unknown> {
               [op.error],
               [op.delayMs],
               [errorFingerprint("parity", op.error)],
+              [null],
             ])
           ).rows[0]?.status ?? null);
     case "heartbeat":
@@ -106,7 +107,7 @@ async function apply(side: Side, op: Op, protocol: boolean): Promise<unknown> {
     case "release":
       return protocol
         ? (await t.db.query(`SELECT ${s}.skipq_release($1, $2) AS ok`, [side.id, lease])).rows[0].ok
-        : (await t.db.query(jobs.jobSettleMany.text, [[side.id], [lease], ["release"], [null], [0], [null]]))
+        : (await t.db.query(jobs.jobSettleMany.text, [[side.id], [lease], ["release"], [null], [0], [null], [null]]))
             .rowCount === 1;
   }
 }

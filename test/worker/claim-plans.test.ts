@@ -184,7 +184,15 @@ test("outcome and heartbeat statements find their rows by primary key, never by 
   const leases = ids.map(() => "1");
   const statements = {
     jobCompleteMany: [ids, leases],
-    jobSettleMany: [ids, leases, ids.map(() => "retry"), ids.map(() => "e"), ids.map(() => 0), ids.map(() => "f")],
+    jobSettleMany: [
+      ids,
+      leases,
+      ids.map(() => "retry"),
+      ids.map(() => "e"),
+      ids.map(() => 0),
+      ids.map(() => "f"),
+      ids.map(() => '{"attempt":1}'),
+    ],
     jobHeartbeatMany: [ids, leases, 30000],
   } as const;
   for (const [name, values] of Object.entries(statements)) {

@@ -91,6 +91,10 @@ test("no statement of the TypeScript hot path JIT-compiles on skipq's connection
         ids.map(() => "boom"),
         ids.map(() => 1000),
         ids.map(() => "f"),
+        ids.map(
+          (_, i) =>
+            `{"attempt":1,"worker":"w","startedAt":null,"endedAt":null,"outcome":"failed","error":"boom","lines":[{"n":${i}}],"dropped":0}`,
+        ),
       ],
     ],
     ["heartbeat", sql.jobs.jobHeartbeatMany.text, [ids, leases, 60_000]],

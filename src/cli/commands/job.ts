@@ -1,6 +1,6 @@
 /**
- * `skipq job <id>`: everything about one job, its payload and full last
- * error included. An unknown id exits 1. Read-only. Error text (last_error
+ * `skipq job <id>`: everything about one job, its payload, full last
+ * error and every attempt (newest first) included. An unknown id exits 1. Read-only. Error text (last_error
  * and each attempt's) is redacted at display time, whoever wrote it; values
  * of any shape and depth are printed (attempt_logs that is not a list as its
  * JSON); nothing from the row reaches the terminal raw (terminal.ts).
@@ -8,8 +8,15 @@
 import type { Command } from "commander";
 import type { JobRow } from "../../ops/adminTypes.js";
 import { defaultRedactor, redactKeys } from "../../ops/dashboard/redact.js";
-import { attemptLogsText, displayJson, errorRedactorFor } from "../../ops/display.js";
-import { iso, printJson, table, withSession } from "../context.js";
+import {
+  attemptLogsText,
+  attemptRows,
+  displayJson,
+  errorRedactorFor,
+  loggedAttempts,
+  MAX_ATTEMPTS_KEPT,
+} from "../../ops/display.js";
+import { firstLine, iso, printJson, table, withSession } from "../context.js";
 import { shippedDoc } from "../docs.js";
 import { CliError, EXIT_FAILURE } from "../errors.js";
 import { parseId } from "../parse.js";
@@ -43,8 +50,8 @@ export function jobJson(job: JobRow) {
     result: job.result ?? null,
     progress: job.progress ?? null,
     /**
-     * The ctx.log lines of the most recent attempts, oldest first, as stored (any shape), with values under
-     * secret-looking keys hidden and every text redacted like lastError.
+     * The most recent attempts (every one but plain successes) with their ctx.log lines, oldest first, as
+     * stored (any shape), with values under secret-looking keys hidden and every text redacted like lastError.
      */
     attemptLogs: defaultRedactor(job.attempt_logs ?? [], { field: "logs", job }),
   };
@@ -55,7 +62,7 @@ const keys = redactKeys();
 export function jobCommand(program: Command): void {
   program
     .command("job")
-    .description("show one job: every field, its payload, result, progress, last error and attempt logs")
+    .description("show one job: every field, its payload, result, progress, last error, attempts and attempt logs")
     .argument("<id>", "the job's id")
     .option("--json", `print the stable JSON format (see ${shippedDoc("cli.md")})`)
     .addHelpText(
@@ -86,14 +93,33 @@ Examples:
           name,
           value === null ? "-" : typeof value === "object" ? displayJson(value) : String(value),
         ]);
-        const logs = attemptLogsText(job.attempt_logs, {
-          keys: (value) => keys(value, { field: "logs", job }),
+        const redaction = {
+          keys: (value: unknown) => keys(value, { field: "logs", job }),
           text: errorRedactorFor(job),
-        });
+        };
+        const logs = attemptLogsText(loggedAttempts(job.attempt_logs), redaction);
+        const attempts = attemptRows(job, redaction);
         print(`${table(["field", "value"], rows)}\n`);
         print(`payload:\n${displayJson(payload, { indent: 2 })}\n`);
         print(`result:\n${result === null ? "-" : displayJson(result, { indent: 2 })}\n`);
         print(`last error:\n${lastError ?? "-"}\n`);
+        if (attempts.rows.length > 0) {
+          const cells = attempts.rows.map((a) => [
+            a.attempt,
+            a.startedAt ?? "-",
+            a.endedAt ?? "-",
+            a.worker,
+            a.outcome,
+            a.error === null ? "-" : firstLine(a.error, 80),
+          ]);
+          print(
+            `attempts (newest first):\n${table(["attempt", "started", "ended", "worker", "outcome", "error"], cells)}\n`,
+          );
+        }
+        if (attempts.unrecorded > 0)
+          print(
+            `${attempts.unrecorded} attempt(s) have no record (run before attempts were recorded, by the SQL protocol, or older than the ${MAX_ATTEMPTS_KEPT} kept)\n`,
+          );
         if (logs.length > 0) print(`attempt logs:\n${logs.join("\n")}\n`);
       });
     });

@@ -11,10 +11,7 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
-
-/** How many attempts' logs a job keeps (the most recent); see src/worker/attemptLog.ts. */
-const MAX_ATTEMPT_LOGS = 10;
+import { attemptLogsAppend, dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
 
 export function jobFeatureStatements(names: Schema) {
   const schema = names.sql;
@@ -60,16 +57,12 @@ export function jobFeatureStatements(names: Schema) {
 
       /**
        * Appends one attempt's log entry ($3, JSON text) to each job of $1 whose lease is $2, keeping the job's
-       * ${MAX_ATTEMPT_LOGS} most recent entries, oldest first. Run by the completer just before the same jobs'
-       * outcomes, so a finishing job takes its logs to history.
+       * MAX_ATTEMPTS_KEPT (25) most recent entries, oldest first (attemptLogsAppend). Run by the completer just
+       * before the same jobs' successes, for successes whose handler wrote ctx.log lines (every other outcome
+       * carries its entry in jobSettleMany), so a finishing job takes its logs to history.
        */
       jobAppendAttemptLogs: `UPDATE ${jobs} AS j
-          SET attempt_logs = (
-                SELECT jsonb_agg(e.value ORDER BY e.n)
-                  FROM (SELECT value, n
-                          FROM jsonb_array_elements(COALESCE(j.attempt_logs, '[]'::jsonb) || jsonb_build_array(d.entry::jsonb))
-                               WITH ORDINALITY AS x(value, n)
-                         ORDER BY n DESC LIMIT ${MAX_ATTEMPT_LOGS}) e)
+          SET attempt_logs = ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")}
          FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS d(id, lease, entry)
         WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease`,
 

@@ -12,12 +12,23 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
+import { attemptLogsAppend, dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
 
 /** What a reaped job's last_error says (`p`: the row alias prefix). */
 function expiredError(p: string): string {
   return `'lease expired: worker ' || COALESCE(${p}locked_by, '?') ||
           ' stopped renewing it (crashed, killed, stalled or cut off from the database)'`;
+}
+
+/**
+ * The attempt_logs entry of a reaped attempt (`p`: the row alias prefix): its worker never reported an
+ * outcome, so its start is not known (locked_at is its last heartbeat, shown as lastSeenAt) and it ended,
+ * as far as the queue knows, when the reaper took the job back.
+ */
+function expiredEntry(p: string): string {
+  return `jsonb_build_object('attempt', ${p}attempts, 'worker', ${p}locked_by, 'startedAt', NULL,
+                            'lastSeenAt', ${p}locked_at, 'endedAt', now(), 'outcome', 'lease expired',
+                            'error', ${expiredError(p)}, 'lines', '[]'::jsonb, 'dropped', 0)`;
 }
 
 export function maintenanceStatements(names: Schema) {
@@ -52,6 +63,7 @@ export function maintenanceStatements(names: Schema) {
        * at the head of the line instead of queueing behind the whole backlog (chaos P1: with run_at = now() a
        * job stranded by a killed worker waited for the backlog to drain, not for lease + reaper interval).
        * A debounced job leaves its debounce group, as in jobSettleMany (a newer pending job may hold the key).
+       * The lost attempt is recorded in attempt_logs (expiredEntry), as a worker's failed attempt is.
        * Its queue hears '!ready:<queue>' (once per queue: PostgreSQL folds equal notifications of a
        * transaction): the job is behind where workers' claims have got to (worker/floors.ts).
        */
@@ -63,17 +75,18 @@ export function maintenanceStatements(names: Schema) {
           FOR UPDATE SKIP LOCKED),
        again AS (
          UPDATE ${jobs} AS j
-            SET status = 'pending', lease = NULL, lease_expires_at = NULL, debounce_key = NULL, updated_at = now(), last_error = ${expiredError("j.")}
+            SET status = 'pending', lease = NULL, lease_expires_at = NULL, debounce_key = NULL, updated_at = now(), last_error = ${expiredError("j.")},
+                attempt_logs = ${attemptLogsAppend("j.attempt_logs", expiredEntry("j."))}
            FROM expired
           WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now() AND j.attempts < j.max_attempts
          RETURNING j.id, j.locked_by, pg_notify('${names.channel}', '!ready:' || j.queue)),
        gone AS (
          DELETE FROM ${jobs} AS j USING expired
           WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now() AND j.attempts >= j.max_attempts
-         RETURNING j.*),
+         RETURNING j.*, ${attemptLogsAppend("j.attempt_logs", expiredEntry("j."))} AS new_logs),
        buried AS (
          INSERT INTO ${schema}.job_history (${HISTORY_COLUMNS})
-         ${historyValues("gone", "'dead'", expiredError(""))}),
+         ${historyValues("gone", "'dead'", expiredError(""), "error_fingerprint", "result", "new_logs")}),
        workflow AS (${dependentsResolved(schema, "gone", "'dead'")})
        SELECT id, 'pending' AS status, locked_by FROM again
        UNION ALL SELECT id, 'dead', locked_by FROM gone, workflow`,

@@ -10,6 +10,7 @@ import { BULK_ACTIONS, type BulkAction, type FlowNode, JOB_STATUSES, type Listed
 import { displayJson } from "../display.js";
 import {
   attemptLogsShown,
+  attemptsShown,
   FLASH_COOKIE,
   filterOf,
   formParam,
@@ -86,6 +87,7 @@ export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<bo
             ? null
             : displayJson(redact(job.progress, { field: "progress", job })).slice(0, MAX_PAYLOAD_CHARS),
         attemptLogs: attemptLogsShown(job, redact, redactError),
+        attempts: attemptsShown(job, redact, redactError),
         ...(flow ? { flow: { parents: flow.parents.map(shownNode), children: flow.children.map(shownNode) } } : {}),
       }),
     );

@@ -16,7 +16,7 @@ import {
   STATS_RANGES,
   type StatsRange,
 } from "../adminTypes.js";
-import { attemptLogsText, displayJson } from "../display.js";
+import { type AttemptRow, attemptLogsText, attemptRows, displayJson, loggedAttempts } from "../display.js";
 import type { LiveInterest } from "./live.js";
 import type { Redactor } from "./redact.js";
 import { FILTER_FIELDS, type JobsFilter } from "./views.js";
@@ -136,7 +136,19 @@ export function attemptLogsShown(
   redact: Redactor,
   redactError: (text: string | null, job: JobRow) => string | null,
 ): string[] {
-  return attemptLogsText(job.attempt_logs, {
+  return attemptLogsText(loggedAttempts(job.attempt_logs), {
+    keys: (value) => redact(value, { field: "logs", job }),
+    text: (text) => redactError(text, job) ?? "",
+  });
+}
+
+/** A job's attempts, newest first (display.ts attemptRows), redacted as its attempt logs are. */
+export function attemptsShown(
+  job: JobRow,
+  redact: Redactor,
+  redactError: (text: string | null, job: JobRow) => string | null,
+): { rows: AttemptRow[]; unrecorded: number } {
+  return attemptRows(job, {
     keys: (value) => redact(value, { field: "logs", job }),
     text: (text) => redactError(text, job) ?? "",
   });

@@ -21,7 +21,7 @@ import {
   type StatsRange,
   type WorkerPresence,
 } from "../adminTypes.js";
-import { displayJson } from "../display.js";
+import { type AttemptRow, displayJson, MAX_ATTEMPTS_KEPT } from "../display.js";
 import type { HealthWarning } from "../health.js";
 import { finiteDate, timestampText } from "../timestamp.js";
 import { statsCharts } from "./chart.js";
@@ -61,7 +61,7 @@ dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex
 .chart .axis{stroke:var(--grid)}.chart text{fill:var(--muted)}.chart .s1{stroke:var(--chart1);fill:none}.chart .s2{stroke:var(--chart2);fill:none}
 .chart .b1,.chart text.t1{fill:var(--chart1)}.chart .b2,.chart text.t2,.chart text.b2{fill:var(--chart2)}.chart .b3,.chart text.b3{fill:var(--chart3)}
 .tabs a{margin-right:8px}.tabs a[aria-current]{font-weight:700;text-decoration:none}
-.signin{max-width:360px;margin:64px auto;background:var(--card);border:1px solid var(--line);padding:24px}
+.signin{display:block;max-width:360px;margin:64px auto;background:var(--card);border:1px solid var(--line);padding:24px}
 .signin label{display:block;margin:8px 0}.signin input{width:100%;box-sizing:border-box}
 @media (max-width:640px){main{padding:8px}th,td{padding:3px 4px}dl{grid-template-columns:1fr}dt{margin-top:6px}}
 `;
@@ -141,13 +141,13 @@ export function signInPage(
 ): SafeHtml {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in · ${ctx.title}</title><style>${raw(CSS)}</style></head>
-<body><div class="signin"><h1>${ctx.title}</h1>
+<body><main class="signin" id="main"><h1>${ctx.title}</h1>
 ${options.message ? html`<div class="error" role="alert">${options.message}</div>` : ""}
 <form method="post" action="${ctx.base}/login">
 <input type="hidden" name="next" value="${options.next}">
 ${options.password ? html`<label>User <input name="user" autocomplete="username"></label><label>Password <input name="password" type="password" autocomplete="current-password"></label>` : ""}
 ${options.token ? html`<label>${options.password ? "Or token" : "Token"} <input name="token" type="password" autocomplete="off"></label>` : ""}
-<button type="submit">Sign in</button></form></div></body></html>`;
+<button type="submit">Sign in</button></form></main></body></html>`;
 }
 
 const pad = (n: number) => String(n).padStart(2, "0");
@@ -504,6 +504,8 @@ export function jobPage(
     result?: string | null;
     progress?: string | null;
     attemptLogs?: string[];
+    /** Every attempt, newest first (display.ts attemptRows): text already redacted. */
+    attempts?: { rows: AttemptRow[]; unrecorded: number };
     /** Workflows: its parents and children, results already redacted and cut to text. */
     flow?: { parents: ShownNode[]; children: ShownNode[] };
   },
@@ -539,6 +541,7 @@ export function jobPage(
 <dt>Progress</dt><dd id="job-progress">${shown.progress ?? "—"}</dd>
 </dl>`,
     html`<h2>Timeline</h2>${timeline(job, shown.error)}`,
+    shown.attempts ? attemptsTable(shown.attempts) : "",
     // Result, progress and per-attempt logs (the job-features branch) render here, under their own h2s, when the schema has them.
     html`<h2>Payload</h2><pre id="payload">${shown.payload}</pre>${shown.payloadTruncated > 0 ? html`<p class="muted">Truncated: ${shown.payloadTruncated} more characters not shown.</p>` : ""}`,
     shown.headers ? html`<h2>Headers</h2><pre>${shown.headers}</pre>` : "",
@@ -552,9 +555,31 @@ export function jobPage(
 }
 
 /**
- * A job's attempts as far as the schema records them: enqueued, runnable from,
- * the last attempt's start (worker, wait) and its end (outcome, duration,
- * error). Earlier attempts leave no row of their own: only their count.
+ * Every attempt of a job, newest first: start, end, worker, outcome and error (docs/dashboard.md, "Job
+ * page"). Text arrives redacted; the html tag escapes it. A time that is not one is shown as its text.
+ */
+function attemptsTable(a: { rows: AttemptRow[]; unrecorded: number }): SafeHtml {
+  const at = (v: string | null) => (v === null ? html`<span class="muted">—</span>` : time(v));
+  const rows = a.rows.map(
+    (r) =>
+      html`<tr data-attempt="${r.attempt}" data-source="${r.source}"><td>${r.attempt}</td><td>${at(r.startedAt)}${r.source === "row" && r.startedAt !== null ? html` <span class="muted">(claim or last heartbeat)</span>` : ""}</td><td>${at(r.endedAt)}</td><td><code>${r.worker}</code></td><td data-f="outcome">${r.outcome}</td><td>${r.error === null ? html`<span class="muted">—</span>` : html`<pre class="attempt-error">${r.error}</pre>`}</td></tr>`,
+  );
+  const note =
+    a.unrecorded > 0
+      ? html`<p class="muted" id="attempts-unrecorded">${a.unrecorded} attempt(s) have no record: run before attempts were recorded, by a worker of the SQL protocol, or older than the ${MAX_ATTEMPTS_KEPT} kept.</p>`
+      : "";
+  return html`<h2 id="attempts-heading">Attempts</h2>${
+    a.rows.length === 0
+      ? html`<p class="muted" id="attempts">No attempt yet.</p>`
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Attempts"><table id="attempts"><thead><tr><th scope="col">Attempt</th><th scope="col">Started</th><th scope="col">Ended</th><th scope="col">Worker</th><th scope="col">Outcome</th><th scope="col">Error</th></tr></thead>
+<tbody>${rows}</tbody></table></div>`
+  }${note}`;
+}
+
+/**
+ * A job's life as far as its row tells: enqueued, runnable from, the last
+ * attempt's start (worker, wait) and its end (outcome, duration, error).
+ * Each attempt's own details are in the attempts table.
  */
 function timeline(job: JobRow, error: string | null): SafeHtml {
   const at = (v: Date | number | string | null | undefined) =>
@@ -572,7 +597,7 @@ function timeline(job: JobRow, error: string | null): SafeHtml {
     );
   if (job.attempts > 1)
     events.push(
-      html`<li class="muted">Attempts 1–${job.attempts - 1} ran and failed; the schema keeps the last attempt's details only.</li>`,
+      html`<li class="muted">Attempts 1–${job.attempts - 1}: see <a href="#attempts">Attempts</a> for each one's start, end, worker, outcome and error.</li>`,
     );
   if (started)
     events.push(
