@@ -23,7 +23,8 @@ console.log(
   `unique: same job ${again.id === first.id} (created ${again.created}); other customer created ${other.created}`,
 );
 
-// 2. Debounce: each enqueue while the job is pending replaces its payload and pushes it back by `delay`.
+// 2. Debounce: each enqueue while the job is pending replaces its payload and pushes it back by `delay`
+// (3 s here: the whole burst lands inside it even on a busy machine).
 let runs = 0;
 let lastSeen = 0;
 const worker = skipq.worker({ pollInterval: 50 }).register(reindex, (payload) => {
@@ -33,14 +34,14 @@ const worker = skipq.worker({ pollInterval: 50 }).register(reindex, (payload) =>
 worker.register(report, () => undefined);
 await worker.start();
 for (let edits = 1; edits <= 5; edits++)
-  await skipq.enqueue(reindex, { edits }, { debounce: { key: "catalog", delay: "300ms" } });
+  await skipq.enqueue(reindex, { edits }, { debounce: { key: "catalog", delay: "3s" } });
 
 // The same from plain SQL: a conflicting pending job of the key is updated instead of duplicated.
 const db = new pg.Client({ connectionString: process.env.DATABASE_URL });
 await db.connect();
 await db.query(
   `INSERT INTO "${schema}".jobs (kind, payload, run_at, debounce_key)
-   VALUES ('reindex-search', '{"edits": 6}', now() + interval '300 milliseconds', 'catalog')
+   VALUES ('reindex-search', '{"edits": 6}', now() + interval '3 seconds', 'catalog')
    ON CONFLICT (queue, debounce_key) WHERE debounce_key IS NOT NULL AND status = 'pending'
    DO UPDATE SET payload = EXCLUDED.payload, run_at = EXCLUDED.run_at, updated_at = now()`,
 );
