@@ -1,0 +1,281 @@
+/**
+ * The fair claim, as the SQL function both paths run: the TypeScript worker
+ * (claimer.ts, for queues whose limits set `fairness`) and the SQL protocol's
+ * skipq_claim (migration 0022). Migration 0022 holds this text as generated
+ * here; test/db/functions.test.ts fails when the two differ.
+ *
+ * Algorithm: deficit round robin over the queue's concurrency keys (jobs
+ * without a key are one more key, '' in fair_keys). A cursor per queue
+ * (fair_queues) walks the keys in key order; each key it reaches gets
+ * `weight` credit, and takes one job per whole credit, so over a round every
+ * backlogged key gets its weight's share whatever its backlog. The walk reads
+ * the keys it visits, never a key's backlog: the next key is the smaller of
+ * the next known key (fair_keys) and the next key of jobs_pending_key between
+ * the cursor and it (one index descent bounded by the known key, so a new key
+ * is found in the round it appears, and a known key's consumed entries are
+ * never stepped over).
+ *
+ * Invariants: holds the claim lock of every queue it claims from (the same
+ * lock, from the same key, as the limited claim: db/sql/flow.ts), taken in
+ * ascending key order before any read, and each statement after it takes a new
+ * snapshot (plpgsql, READ COMMITTED), so it counts every earlier claim; never
+ * exceeds `concurrency`, `keyConcurrency` or `rate`; never takes a job of a
+ * paused queue or key; one call, one transaction; a key is read from its floor
+ * (the last job claimed there), so a held snapshot's dead entries are not
+ * rescanned, and swept from its start every SWEEP_MS.
+ */
+import { CLAIM_COLUMNS } from "./claimFunction.js";
+import { CLAIM_LOCK_CLASS } from "./flow.js";
+import { FLOOR_MARGIN_MS, RANDOM_LEASE } from "./jobs.js";
+
+/** A key is read from the start of its backlog (no floor) at least this often, ms: rows put behind its floor. */
+export const FAIR_SWEEP_MS = 5000;
+
+/** `CREATE OR REPLACE FUNCTION skipq_claim_lock_key(…)`: the claim lock's second key (as claimLockKey in flow.ts). */
+export function claimLockKeySql(): string {
+  return `CREATE OR REPLACE FUNCTION skipq_claim_lock_key(name text) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE STRICT SET jit = off AS $fn$
+DECLARE
+  -- FNV-1a, 32-bit, over the code units of '<schema>/<queue>' (names are ASCII: the name allowlist).
+  h bigint := 2166136261;
+  i integer;
+BEGIN
+  FOR i IN 1 .. length(name) LOOP
+    h := ((h # ascii(substr(name, i, 1))) * 16777619) % 4294967296;
+  END LOOP;
+  RETURN (CASE WHEN h >= 2147483648 THEN h - 4294967296 ELSE h END)::integer;
+END
+$fn$;`;
+}
+
+/** `CREATE OR REPLACE FUNCTION skipq_claim_fair(…)`, for a migration run with the schema on its search_path. */
+export function fairFunctionSql(): string {
+  // One key's jobs from its floor: levels above the floor's, the floor's level after it, the levels below.
+  // Three ordered index ranges of jobs_pending_key; the Append stops at `take` rows.
+  // `id <> ALL (c_id)`: SKIP LOCKED does not skip the rows this call locked itself (a key met twice in a walk).
+  // (Each range is a subquery in FROM: FOR UPDATE is not allowed on a UNION's own branches.)
+  const fetch = (key: string) => {
+    const range = (bound: string, order: string) => `SELECT * FROM (SELECT j.id, j.priority, j.run_at FROM jobs j
+                  WHERE j.queue = q AND ${key} AND j.status = 'pending' AND ${bound} AND j.run_at <= now()
+                    AND j.id <> ALL (c_id)
+                  ORDER BY ${order} LIMIT take FOR UPDATE SKIP LOCKED) r`;
+    return `SELECT array_agg(a.id), array_agg(a.priority), array_agg(a.run_at)
+          INTO got_id, got_pri, got_run
+          FROM ((${range("j.priority > f_pri", "j.priority DESC, j.run_at, j.id")})
+                UNION ALL
+                (${range("j.priority = f_pri AND (j.run_at, j.id) > (f_run, f_id)", "j.run_at, j.id")})
+                UNION ALL
+                (${range("j.priority < f_pri", "j.priority DESC, j.run_at, j.id")})
+                LIMIT take) a;`;
+  };
+  const top = (key: string) =>
+    `(SELECT j.priority FROM jobs j WHERE j.queue = q AND ${key} AND j.status = 'pending' ORDER BY j.priority DESC LIMIT 1)`;
+  return `CREATE OR REPLACE FUNCTION skipq_claim_fair(
+  queues text[], n integer, worker text, lease_ms double precision, sweep boolean DEFAULT false,
+  margin_ms double precision DEFAULT ${FLOOR_MARGIN_MS})
+RETURNS TABLE (${CLAIM_COLUMNS})
+LANGUAGE plpgsql VOLATILE SET jit = off SET search_path FROM CURRENT AS $fn$
+DECLARE
+  q text;
+  cfg record;
+  need integer := n;
+  room integer;
+  ts timestamptz;
+  horizon timestamptz := now() - margin_ms * interval '1 millisecond';
+  cur text;
+  v_open boolean;
+  k text;
+  known_next text;
+  v_new text;
+  steps integer;
+  wraps integer;
+  st record;
+  v_credit double precision;
+  take integer;
+  f_pri smallint;
+  f_run timestamptz;
+  f_id bigint;
+  got_id bigint[];
+  got_pri smallint[];
+  got_run timestamptz[];
+  got integer;
+  c_id bigint[] := '{}';
+  -- The queue and key of each job in c_id: this call's own claims count against the key's limits.
+  c_q text[] := '{}';
+  c_key text[] := '{}';
+  mine integer;
+  served integer;
+  started timestamptz;
+BEGIN
+  IF n IS NULL OR n < 1 THEN
+    RETURN;
+  END IF;
+  -- The claim locks of every fair queue asked for, in ascending key order (as the limited claim: no deadlock).
+  PERFORM pg_advisory_xact_lock(${CLAIM_LOCK_CLASS}, l.k)
+     FROM (SELECT DISTINCT skipq_claim_lock_key(current_schema() || '/' || s.name) AS k
+             FROM queues s WHERE s.name = ANY (queues) AND s.fairness IS NOT NULL) l
+    ORDER BY l.k;
+  ts := clock_timestamp();
+  FOR cfg IN SELECT s.name, s.concurrency_limit AS qlim, s.key_concurrency_limit AS klim, s.rate_limit AS rlim,
+                    s.rate_window_ms AS rwin, s.rate_per_key AS rkey, s.fairness -> 'weights' AS weights
+               FROM queues s
+              WHERE s.name = ANY (queues) AND s.fairness IS NOT NULL AND s.paused_at IS NULL
+                AND NOT EXISTS (SELECT 1 FROM queue_keys p WHERE p.queue = s.name AND p.key = '' AND p.paused_until > ts)
+              ORDER BY array_position(queues, s.name) LOOP
+    EXIT WHEN need <= 0;
+    q := cfg.name;
+    room := need;
+    IF cfg.qlim IS NOT NULL THEN
+      room := LEAST(room, cfg.qlim - (SELECT count(*) FROM jobs j WHERE j.queue = q AND j.status = 'running'));
+    END IF;
+    IF cfg.rlim IS NOT NULL AND NOT cfg.rkey THEN
+      room := LEAST(room, cfg.rlim - (SELECT count(*) FROM rate_starts r
+                                       WHERE r.queue = q AND r.started_at > ts - cfg.rwin * interval '1 millisecond'));
+    END IF;
+    CONTINUE WHEN room <= 0;
+    SELECT c.cursor_key, c.open INTO cur, v_open FROM fair_queues c WHERE c.queue = q;
+    IF NOT FOUND THEN
+      INSERT INTO fair_queues (queue) VALUES (q);
+      cur := NULL;
+      v_open := false;
+    END IF;
+    steps := 0;
+    wraps := 0;
+    served := 0;
+    -- Each step visits one key: at most a few per job claimed, and at most one round and a bit.
+    WHILE room > 0 AND steps < GREATEST(64, 4 * room) LOOP
+      steps := steps + 1;
+      IF v_open AND cur IS NOT NULL THEN
+        -- The cursor's key still holds credit from its visit (a batch ended inside its quantum): no new credit.
+        k := cur;
+      ELSE
+        -- The next key after the cursor: '' (jobs without a key) opens each round, then keys in key order.
+        IF cur IS NULL THEN
+          k := '';
+          IF NOT EXISTS (SELECT 1 FROM fair_keys f WHERE f.queue = q AND f.key = '') THEN
+            IF EXISTS (SELECT 1 FROM jobs j WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending') THEN
+              INSERT INTO fair_keys (queue, key) VALUES (q, '');
+            ELSE
+              cur := '';
+              CONTINUE;
+            END IF;
+          END IF;
+        ELSE
+          known_next := (SELECT min(f.key) FROM fair_keys f WHERE f.queue = q AND f.key > cur);
+          -- Bounded by the next known key: an index descent that stops at once when no new key lies between.
+          -- (Two statements, not an OR: a generic plan could not bound the scan by a maybe-NULL value.)
+          IF known_next IS NULL THEN
+            v_new := (SELECT j.concurrency_key FROM jobs j
+                       WHERE j.queue = q AND j.status = 'pending' AND j.concurrency_key > cur
+                       ORDER BY j.concurrency_key LIMIT 1);
+          ELSE
+            v_new := (SELECT j.concurrency_key FROM jobs j
+                       WHERE j.queue = q AND j.status = 'pending' AND j.concurrency_key > cur
+                         AND j.concurrency_key < known_next
+                       ORDER BY j.concurrency_key LIMIT 1);
+          END IF;
+          IF v_new IS NOT NULL THEN
+            INSERT INTO fair_keys (queue, key) VALUES (q, v_new) ON CONFLICT DO NOTHING;
+          END IF;
+          k := COALESCE(v_new, known_next);
+          IF k IS NULL THEN
+            -- End of a round: a whole round that served nothing ends the walk.
+            wraps := wraps + 1;
+            EXIT WHEN wraps >= 2 AND served = 0;
+            served := 0;
+            cur := NULL;
+            CONTINUE;
+          END IF;
+        END IF;
+      END IF;
+      SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key = k;
+      v_credit := CASE WHEN v_open AND cur = k THEN st.credit
+                       ELSE st.credit + COALESCE((cfg.weights ->> k)::double precision, 1) END;
+      v_open := false;
+      cur := k;
+      take := LEAST(floor(v_credit)::integer, room);
+      -- A paused key, or one at its limits, forfeits its turn (and its credit).
+      IF k <> '' AND EXISTS (SELECT 1 FROM queue_keys p WHERE p.queue = q AND p.key = k AND p.paused_until > ts) THEN
+        take := -1;
+      END IF;
+      mine := (SELECT count(*) FROM unnest(c_q, c_key) AS m(mq, mk) WHERE m.mq = q AND m.mk = k);
+      IF take > 0 AND k <> '' AND cfg.klim IS NOT NULL THEN
+        take := LEAST(take, cfg.klim - mine - (SELECT count(*) FROM jobs j
+                                                WHERE j.queue = q AND j.concurrency_key = k AND j.status = 'running')::integer);
+      END IF;
+      IF take > 0 AND k <> '' AND cfg.rlim IS NOT NULL AND cfg.rkey THEN
+        take := LEAST(take, cfg.rlim - mine - (SELECT count(*) FROM rate_starts r
+                                                WHERE r.queue = q AND r.key = k
+                                                  AND r.started_at > ts - cfg.rwin * interval '1 millisecond')::integer);
+      END IF;
+      IF take <= 0 THEN
+        -- Credit below one (a weight under 1) is kept for the next round; a key that cannot start forfeits it.
+        UPDATE fair_keys f SET credit = CASE WHEN take = 0 AND floor(v_credit) = 0 THEN v_credit ELSE 0 END
+         WHERE f.queue = q AND f.key = k;
+        CONTINUE;
+      END IF;
+      IF sweep OR st.floor_priority IS NULL OR st.swept_at < now() - interval '${FAIR_SWEEP_MS} milliseconds' THEN
+        f_pri := CASE WHEN k = '' THEN ${top("j.concurrency_key IS NULL")} ELSE ${top("j.concurrency_key = k")} END;
+        f_run := '-infinity';
+        f_id := 0;
+        UPDATE fair_keys f SET swept_at = now() WHERE f.queue = q AND f.key = k;
+      ELSE
+        f_pri := st.floor_priority;
+        f_run := LEAST(st.floor_run_at, horizon);
+        f_id := CASE WHEN st.floor_run_at > horizon THEN 0 ELSE st.floor_id END;
+      END IF;
+      got := 0;
+      IF f_pri IS NOT NULL THEN
+        IF k = '' THEN
+          ${fetch("j.concurrency_key IS NULL")}
+        ELSE
+          ${fetch("j.concurrency_key = k")}
+        END IF;
+        got := COALESCE(cardinality(got_id), 0);
+      END IF;
+      IF got > 0 THEN
+        c_id := c_id || got_id;
+        c_q := c_q || array_fill(q, ARRAY[got]);
+        c_key := c_key || array_fill(k, ARRAY[got]);
+        served := served + got;
+        room := room - got;
+        need := need - got;
+        -- A key that gave fewer than it could is empty for now: its leftover credit goes (deficit round robin).
+        v_credit := CASE WHEN got < take THEN 0 ELSE v_credit - got END;
+        v_open := v_credit >= 1;
+        UPDATE fair_keys f
+           SET credit = v_credit, floor_priority = got_pri[got], floor_run_at = got_run[got], floor_id = got_id[got]
+         WHERE f.queue = q AND f.key = k;
+      ELSE
+        UPDATE fair_keys f SET credit = 0 WHERE f.queue = q AND f.key = k;
+      END IF;
+    END LOOP;
+    UPDATE fair_queues c SET cursor_key = cur, open = v_open WHERE c.queue = q;
+  END LOOP;
+  IF cardinality(c_id) = 0 THEN
+    RETURN;
+  END IF;
+
+  -- Claimed in the order the walk took them; rate-limited queues log their starts (trimmed here as in flow.ts).
+  started := ts;
+  RETURN QUERY
+  WITH claimed AS (
+    UPDATE jobs AS j
+       SET status = 'running', attempts = j.attempts + 1, locked_at = started, locked_by = worker,
+           lease = ${RANDOM_LEASE},
+           lease_expires_at = now() + lease_ms * interval '1 millisecond', updated_at = now()
+     WHERE j.id = ANY (c_id) AND j.status = 'pending'
+    RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease, j.run_at,
+              j.created_at, j.headers, j.concurrency_key, j.locked_at, j.on_parent_failure),
+  logged AS (
+    INSERT INTO rate_starts (queue, key, started_at)
+    SELECT c.queue, c.concurrency_key, started FROM claimed c JOIN queues s ON s.name = c.queue
+     WHERE s.rate_limit IS NOT NULL),
+  trimmed AS (
+    DELETE FROM rate_starts r USING queues s
+     WHERE s.name = ANY (queues) AND s.fairness IS NOT NULL AND r.queue = s.name
+       AND (s.rate_limit IS NULL OR r.started_at <= started - s.rate_window_ms * interval '1 millisecond'))
+  SELECT c.*, false FROM claimed c JOIN unnest(c_id) WITH ORDINALITY AS o(id, nr) ON o.id = c.id ORDER BY o.nr;
+END
+$fn$;`;
+}
