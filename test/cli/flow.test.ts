@@ -39,7 +39,7 @@ test("limits set, show, pause-key and resume-key change what every worker's clai
   const fair = await skipq(["limits", "set", "crm", "--fair", "--weight", "acme=2", "--weight", "a=b=0.5"], env);
   expect(fair).toMatchObject({ code: 0 });
   expect((await new Admin(t.skipq).getQueueLimits("crm"))[0]?.fairness).toEqual({ weights: { acme: 2, "a=b": 0.5 } });
-  expect((await skipq(["limits", "show", "crm"], env)).stdout).toMatch(/yes acme=2 a=b=0\.5/);
+  expect((await skipq(["limits", "show", "crm"], env)).stdout).toMatch(/yes a=b=0\.5 acme=2/);
   await skipq(["limits", "set", "crm", "--key-concurrency", "2", "--rate", "50/1s", "--per-key"], env);
   expect((await skipq(["limits", "pause-key", "crm", "acme", "--for", "1h"], env)).code).toBe(0);
   const shown = JSON.parse((await skipq(["limits", "show", "crm", "--json"], env)).stdout);
