@@ -8,7 +8,8 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test node --import tsx bench/fair.ts [--quick]
  *
- * --quick (CI): 50,000 + 9 × 500 jobs, 4 processes, 1,000 keys. Shares are
+ * --quick (CI): 20,000 + 9 × 200 jobs, 4 processes, 1,000 keys; --big N,
+ * --small N, --procs N, --keys N override the sizes; --latency-only. Shares are
  * each key's claims while every key was backlogged over its weight's share;
  * "first start" is a small key's first claim after its enqueue committed;
  * "most running" is the most jobs running at one instant (claim to outcome,
@@ -24,13 +25,19 @@ const url = process.env.DATABASE_URL;
 if (!url) throw new Error("set DATABASE_URL (a PostgreSQL this script may create a schema in)");
 const self = fileURLToPath(import.meta.url);
 const quick = process.argv.includes("--quick");
-const BIG = quick ? 50_000 : 1_000_000;
+function option(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+}
+const BIG = option("big", quick ? 20_000 : 1_000_000);
 const SMALL_KEYS = 9;
-const SMALL = quick ? 500 : 1_000;
-const PROCS = quick ? 4 : 10;
+const SMALL = option("small", quick ? 200 : 1_000);
+const PROCS = option("procs", quick ? 4 : 10);
 const SLOTS = 10;
 const LIMIT = Math.round(PROCS * SLOTS * 0.8);
-const ACTIVE_KEYS = quick ? 1_000 : 10_000;
+const ACTIVE_KEYS = option("keys", quick ? 1_000 : 10_000);
+/** --latency-only: just the claim latency at ACTIVE_KEYS keys. */
+const LATENCY_ONLY = process.argv.includes("--latency-only");
 
 if (process.argv[2] === "--child") {
   // A worker process on the bench's schema: starts on "go", stops on "stop".
@@ -123,7 +130,15 @@ async function drain(fair: boolean): Promise<Drain> {
       mostRunning: running.rows[0].n,
     };
   } finally {
-    await Promise.all(children.map((c) => new Promise((resolve) => (c.once("message", resolve), c.send("stop")))));
+    await Promise.all(
+      children.map(
+        (c) =>
+          new Promise((resolve) => {
+            c.once("message", resolve);
+            c.send("stop");
+          }),
+      ),
+    );
     await db.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await db.end();
     await skipq.close();
@@ -179,8 +194,9 @@ async function main(): Promise<void> {
   console.log(
     `fair claims: 1 key × ${BIG.toLocaleString("en-US")} + ${SMALL_KEYS} × ${SMALL.toLocaleString("en-US")} jobs, ${PROCS} processes × ${SLOTS}, concurrency ${LIMIT}`,
   );
-  const on = await drain(true);
-  const off = await drain(false);
+  const none: Drain = { rate: Number.NaN, shareRatios: [], firstStartMs: [], mostRunning: 0 };
+  const on = LATENCY_ONLY ? none : await drain(true);
+  const off = LATENCY_ONLY ? none : await drain(false);
   const lat = {
     fair1: await latency(true, 1),
     fair10: await latency(true, 10),
