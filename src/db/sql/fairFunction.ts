@@ -105,6 +105,14 @@ DECLARE
   c_key text[] := '{}';
   mine integer;
   served integer;
+  -- The keys this walk met, and their state as it leaves them (written once, at the end).
+  pos integer;
+  u_key text[];
+  u_credit double precision[];
+  u_pri smallint[];
+  u_run timestamptz[];
+  u_id bigint[];
+  u_swept boolean[];
   started timestamptz;
 BEGIN
   IF n IS NULL OR n < 1 THEN
@@ -117,7 +125,8 @@ BEGIN
     ORDER BY l.k;
   ts := clock_timestamp();
   FOR cfg IN SELECT s.name, s.concurrency_limit AS qlim, s.key_concurrency_limit AS klim, s.rate_limit AS rlim,
-                    s.rate_window_ms AS rwin, s.rate_per_key AS rkey, s.fairness -> 'weights' AS weights
+                    s.rate_window_ms AS rwin, s.rate_per_key AS rkey, s.fairness -> 'weights' AS weights,
+                    COALESCE(s.keys_paused_until > ts, false) AS kp
                FROM queues s
               WHERE s.name = ANY (queues) AND s.fairness IS NOT NULL AND s.paused_at IS NULL
                 AND NOT EXISTS (SELECT 1 FROM queue_keys p WHERE p.queue = s.name AND p.key = '' AND p.paused_until > ts)
@@ -143,86 +152,109 @@ BEGIN
     wraps := 0;
     served := 0;
     -- Each step visits one key: at most a few per job claimed, and at most one round and a bit.
+    u_key := '{}';
+    u_credit := '{}';
+    u_pri := '{}';
+    u_run := '{}';
+    u_id := '{}';
+    u_swept := '{}';
+    -- Each step visits one key: at most a few per job claimed. Three statements a visit (the next known key,
+    -- the descent for a new key before it, the key's jobs); the keys' state is written once, at the end.
     WHILE room > 0 AND steps < GREATEST(64, 4 * room) LOOP
       steps := steps + 1;
       IF v_open AND cur IS NOT NULL THEN
         -- The cursor's key still holds credit from its visit (a batch ended inside its quantum): no new credit.
         k := cur;
-      ELSE
-        -- The next key after the cursor: '' (jobs without a key) opens each round, then keys in key order.
-        IF cur IS NULL THEN
-          k := '';
-          IF NOT EXISTS (SELECT 1 FROM fair_keys f WHERE f.queue = q AND f.key = '') THEN
-            IF EXISTS (SELECT 1 FROM jobs j WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending') THEN
-              INSERT INTO fair_keys (queue, key) VALUES (q, '');
-            ELSE
-              cur := '';
-              CONTINUE;
-            END IF;
-          END IF;
-        ELSE
-          known_next := (SELECT min(f.key) FROM fair_keys f WHERE f.queue = q AND f.key > cur);
-          -- Bounded by the next known key: an index descent that stops at once when no new key lies between.
-          -- (Two statements, not an OR: a generic plan could not bound the scan by a maybe-NULL value.)
-          IF known_next IS NULL THEN
-            v_new := (SELECT j.concurrency_key FROM jobs j
-                       WHERE j.queue = q AND j.status = 'pending' AND j.concurrency_key > cur
-                       ORDER BY j.concurrency_key LIMIT 1);
+        IF array_position(u_key, k) IS NULL THEN
+          SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key = k;
+        END IF;
+      ELSIF cur IS NULL THEN
+        -- A round begins with '' (jobs without a key), then keys in key order.
+        k := '';
+        SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key = '';
+        IF NOT FOUND THEN
+          IF EXISTS (SELECT 1 FROM jobs j WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending') THEN
+            INSERT INTO fair_keys (queue, key) VALUES (q, '') RETURNING * INTO st;
           ELSE
-            v_new := (SELECT j.concurrency_key FROM jobs j
-                       WHERE j.queue = q AND j.status = 'pending' AND j.concurrency_key > cur
-                         AND j.concurrency_key < known_next
-                       ORDER BY j.concurrency_key LIMIT 1);
-          END IF;
-          IF v_new IS NOT NULL THEN
-            INSERT INTO fair_keys (queue, key) VALUES (q, v_new) ON CONFLICT DO NOTHING;
-          END IF;
-          k := COALESCE(v_new, known_next);
-          IF k IS NULL THEN
-            -- End of a round: a whole round that served nothing ends the walk.
-            wraps := wraps + 1;
-            EXIT WHEN wraps >= 2 AND served = 0;
-            served := 0;
-            cur := NULL;
+            cur := '';
             CONTINUE;
           END IF;
         END IF;
+      ELSE
+        SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key > cur ORDER BY f.key LIMIT 1;
+        known_next := CASE WHEN FOUND THEN st.key END;
+        -- Bounded by the next known key: an index descent that stops at once when no new key lies between.
+        -- (Two statements, not an OR: a generic plan could not bound the scan by a maybe-NULL value.)
+        IF known_next IS NULL THEN
+          v_new := (SELECT j.concurrency_key FROM jobs j
+                     WHERE j.queue = q AND j.status = 'pending' AND j.concurrency_key > cur
+                     ORDER BY j.concurrency_key LIMIT 1);
+        ELSE
+          v_new := (SELECT j.concurrency_key FROM jobs j
+                     WHERE j.queue = q AND j.status = 'pending' AND j.concurrency_key > cur
+                       AND j.concurrency_key < known_next
+                     ORDER BY j.concurrency_key LIMIT 1);
+        END IF;
+        IF v_new IS NOT NULL THEN
+          INSERT INTO fair_keys (queue, key) VALUES (q, v_new)
+          ON CONFLICT ON CONSTRAINT fair_keys_pkey DO UPDATE SET credit = fair_keys.credit RETURNING * INTO st;
+        ELSIF known_next IS NULL THEN
+          -- End of a round: a whole round that served nothing ends the walk.
+          wraps := wraps + 1;
+          EXIT WHEN wraps >= 2 AND served = 0;
+          served := 0;
+          cur := NULL;
+          CONTINUE;
+        END IF;
+        k := st.key;
       END IF;
-      SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key = k;
-      v_credit := CASE WHEN v_open AND cur = k THEN st.credit
-                       ELSE st.credit + COALESCE((cfg.weights ->> k)::double precision, 1) END;
+      -- This call's view of the key: met before in this walk (its state not yet written), or as stored.
+      pos := array_position(u_key, k);
+      IF pos IS NULL THEN
+        u_key := u_key || k;
+        u_credit := u_credit || st.credit;
+        u_pri := u_pri || st.floor_priority;
+        u_run := u_run || st.floor_run_at;
+        u_id := u_id || st.floor_id;
+        u_swept := u_swept || (sweep OR st.floor_priority IS NULL
+                               OR st.swept_at < now() - interval '${FAIR_SWEEP_MS} milliseconds');
+        pos := cardinality(u_key);
+      END IF;
+      v_credit := CASE WHEN v_open AND cur = k THEN u_credit[pos]
+                       ELSE u_credit[pos] + COALESCE((cfg.weights ->> k)::double precision, 1) END;
       v_open := false;
       cur := k;
       take := LEAST(floor(v_credit)::integer, room);
       -- A paused key, or one at its limits, forfeits its turn (and its credit).
-      IF k <> '' AND EXISTS (SELECT 1 FROM queue_keys p WHERE p.queue = q AND p.key = k AND p.paused_until > ts) THEN
+      IF cfg.kp AND k <> '' AND EXISTS (SELECT 1 FROM queue_keys p WHERE p.queue = q AND p.key = k AND p.paused_until > ts) THEN
         take := -1;
       END IF;
-      mine := (SELECT count(*) FROM unnest(c_q, c_key) AS m(mq, mk) WHERE m.mq = q AND m.mk = k);
-      IF take > 0 AND k <> '' AND cfg.klim IS NOT NULL THEN
-        take := LEAST(take, cfg.klim - mine - (SELECT count(*) FROM jobs j
-                                                WHERE j.queue = q AND j.concurrency_key = k AND j.status = 'running')::integer);
-      END IF;
-      IF take > 0 AND k <> '' AND cfg.rlim IS NOT NULL AND cfg.rkey THEN
-        take := LEAST(take, cfg.rlim - mine - (SELECT count(*) FROM rate_starts r
-                                                WHERE r.queue = q AND r.key = k
-                                                  AND r.started_at > ts - cfg.rwin * interval '1 millisecond')::integer);
+      IF take > 0 AND k <> '' AND (cfg.klim IS NOT NULL OR cfg.rkey) THEN
+        mine := (SELECT count(*) FROM unnest(c_q, c_key) AS m(mq, mk) WHERE m.mq = q AND m.mk = k);
+        IF cfg.klim IS NOT NULL THEN
+          take := LEAST(take, cfg.klim - mine - (SELECT count(*) FROM jobs j
+                                                  WHERE j.queue = q AND j.concurrency_key = k AND j.status = 'running')::integer);
+        END IF;
+        IF cfg.rlim IS NOT NULL AND cfg.rkey THEN
+          take := LEAST(take, cfg.rlim - mine - (SELECT count(*) FROM rate_starts r
+                                                  WHERE r.queue = q AND r.key = k
+                                                    AND r.started_at > ts - cfg.rwin * interval '1 millisecond')::integer);
+        END IF;
       END IF;
       IF take <= 0 THEN
         -- Credit below one (a weight under 1) is kept for the next round; a key that cannot start forfeits it.
-        UPDATE fair_keys f SET credit = CASE WHEN take = 0 AND floor(v_credit) = 0 THEN v_credit ELSE 0 END
-         WHERE f.queue = q AND f.key = k;
+        u_credit[pos] := CASE WHEN take = 0 AND floor(v_credit) = 0 THEN v_credit ELSE 0 END;
         CONTINUE;
       END IF;
-      IF sweep OR st.floor_priority IS NULL OR st.swept_at < now() - interval '${FAIR_SWEEP_MS} milliseconds' THEN
+      IF u_swept[pos] THEN
+        -- From the key's start (its top level): the first visit, a sweep due, or one asked for.
         f_pri := CASE WHEN k = '' THEN ${top("j.concurrency_key IS NULL")} ELSE ${top("j.concurrency_key = k")} END;
         f_run := '-infinity';
         f_id := 0;
-        UPDATE fair_keys f SET swept_at = now() WHERE f.queue = q AND f.key = k;
       ELSE
-        f_pri := st.floor_priority;
-        f_run := LEAST(st.floor_run_at, horizon);
-        f_id := CASE WHEN st.floor_run_at > horizon THEN 0 ELSE st.floor_id END;
+        f_pri := u_pri[pos];
+        f_run := LEAST(u_run[pos], horizon);
+        f_id := CASE WHEN u_run[pos] > horizon THEN 0 ELSE u_id[pos] END;
       END IF;
       got := 0;
       IF f_pri IS NOT NULL THEN
@@ -243,13 +275,20 @@ BEGIN
         -- A key that gave fewer than it could is empty for now: its leftover credit goes (deficit round robin).
         v_credit := CASE WHEN got < take THEN 0 ELSE v_credit - got END;
         v_open := v_credit >= 1;
-        UPDATE fair_keys f
-           SET credit = v_credit, floor_priority = got_pri[got], floor_run_at = got_run[got], floor_id = got_id[got]
-         WHERE f.queue = q AND f.key = k;
+        u_credit[pos] := v_credit;
+        u_pri[pos] := got_pri[got];
+        u_run[pos] := got_run[got];
+        u_id[pos] := got_id[got];
       ELSE
-        UPDATE fair_keys f SET credit = 0 WHERE f.queue = q AND f.key = k;
+        u_credit[pos] := 0;
       END IF;
     END LOOP;
+    -- The keys met, written once: credit, floor (kept when the visit claimed nothing), when last swept.
+    UPDATE fair_keys f
+       SET credit = u.c, floor_priority = u.p, floor_run_at = u.r, floor_id = u.i,
+           swept_at = CASE WHEN u.s THEN now() ELSE f.swept_at END
+      FROM unnest(u_key, u_credit, u_pri, u_run, u_id, u_swept) AS u(k, c, p, r, i, s)
+     WHERE f.queue = q AND f.key = u.k;
     UPDATE fair_queues c SET cursor_key = cur, open = v_open WHERE c.queue = q;
   END LOOP;
   IF cardinality(c_id) = 0 THEN
