@@ -78,7 +78,7 @@ test("keys share a fair queue's claims by weight across 4 processes, within its 
       );
       return rows[0].n === SMALL.length * 500;
     },
-    120_000,
+    240_000,
   );
   await Promise.all(workers.map((w) => w.stop()));
 
@@ -115,4 +115,4 @@ test("keys share a fair queue's claims by weight across 4 processes, within its 
   );
   expect(overlap.rows[0].n).toBeLessThanOrEqual(12);
   expect(overlap.rows[0].n).toBeGreaterThanOrEqual(4);
-});
+}, 420_000);
