@@ -105,6 +105,11 @@ DECLARE
   c_key text[] := '{}';
   mine integer;
   served integer;
+  -- Credit a visit grants per unit of weight, the same for every key of a round (fair_queues.quantum): 1, and
+  -- doubled for the next round when one call walked a whole round (a large batch over few backlogged keys
+  -- takes few visits).
+  quantum double precision;
+  began_inside boolean;
   -- The keys this walk met, and their state as it leaves them (written once, at the end).
   pos integer;
   u_key text[];
@@ -142,15 +147,17 @@ BEGIN
                                        WHERE r.queue = q AND r.started_at > ts - cfg.rwin * interval '1 millisecond'));
     END IF;
     CONTINUE WHEN room <= 0;
-    SELECT c.cursor_key, c.open INTO cur, v_open FROM fair_queues c WHERE c.queue = q;
+    SELECT c.cursor_key, c.open, c.quantum INTO cur, v_open, quantum FROM fair_queues c WHERE c.queue = q;
     IF NOT FOUND THEN
       INSERT INTO fair_queues (queue) VALUES (q);
       cur := NULL;
       v_open := false;
+      quantum := 1;
     END IF;
     steps := 0;
     wraps := 0;
     served := 0;
+    began_inside := cur IS NOT NULL;
     -- Each step visits one key: at most a few per job claimed, and at most one round and a bit.
     u_key := '{}';
     u_credit := '{}';
@@ -203,6 +210,9 @@ BEGIN
           wraps := wraps + 1;
           EXIT WHEN wraps >= 2 AND served = 0;
           served := 0;
+          -- The next round's quantum: doubled when this call walked the whole round just ended, else 1 (every
+          -- key of a round gets the same quantum, so each round's shares are the weights' exactly).
+          quantum := CASE WHEN wraps >= 2 OR NOT began_inside THEN quantum * 2 ELSE 1 END;
           cur := NULL;
           CONTINUE;
         END IF;
@@ -221,7 +231,7 @@ BEGIN
         pos := cardinality(u_key);
       END IF;
       v_credit := CASE WHEN v_open AND cur = k THEN u_credit[pos]
-                       ELSE u_credit[pos] + COALESCE((cfg.weights ->> k)::double precision, 1) END;
+                       ELSE u_credit[pos] + quantum * COALESCE((cfg.weights ->> k)::double precision, 1) END;
       v_open := false;
       cur := k;
       take := LEAST(floor(v_credit)::integer, room);
@@ -289,7 +299,8 @@ BEGIN
            swept_at = CASE WHEN u.s THEN now() ELSE f.swept_at END
       FROM unnest(u_key, u_credit, u_pri, u_run, u_id, u_swept) AS u(k, c, p, r, i, s)
      WHERE f.queue = q AND f.key = u.k;
-    UPDATE fair_queues c SET cursor_key = cur, open = v_open WHERE c.queue = q;
+    UPDATE fair_queues c SET cursor_key = cur, open = v_open, quantum = fair_queues_q.v
+      FROM (SELECT quantum AS v) fair_queues_q WHERE c.queue = q;
   END LOOP;
   IF cardinality(c_id) = 0 THEN
     RETURN;
