@@ -38,7 +38,7 @@ function parseArgs(argv: string[]): Args {
   const args: Args = {
     quick: false,
     systems: Object.keys(adapters),
-    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
+    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14],
     out: path.join(here, "RESULTS.md"),
     keep: false,
   };
@@ -786,7 +786,7 @@ async function main(): Promise<void> {
     });
   };
 
-  scenarios[13] = async () => {
+  scenarios[14] = async () => {
     // skipq only (fairness is skipq's setQueueLimits option): bench/fair.ts in its own process, its table kept.
     const { execFile } = await import("node:child_process");
     const { promisify } = await import("node:util");
@@ -800,7 +800,7 @@ async function main(): Promise<void> {
       .filter((l) => l.startsWith("| ") && !l.startsWith("| measure") && !l.startsWith("| ---"))
       .map((l) => l.slice(2, -2).split(" | "));
     tables.push({
-      title: "13. Fair claims across tenants (skipq)",
+      title: "14. Fair claims across tenants (skipq)",
       note: `${lines[0] ?? ""}. The second column is the same queue with the same limits and no fairness (the limited claim). bench/fair.ts; docs/flow-control.md, "Fairness".`,
       header: ["measure", "fairness", "without fairness (same limits)", "target"],
       rows,

@@ -203,16 +203,21 @@ BEGIN
                      ORDER BY j.concurrency_key LIMIT 1);
         END IF;
         IF v_new IS NOT NULL THEN
+          -- A key that just appeared: rounds go back to a quantum of 1 (its first turn comes soon).
+          quantum := 1;
           INSERT INTO fair_keys (queue, key) VALUES (q, v_new)
           ON CONFLICT ON CONSTRAINT fair_keys_pkey DO UPDATE SET credit = fair_keys.credit RETURNING * INTO st;
         ELSIF known_next IS NULL THEN
           -- End of a round: a whole round that served nothing ends the walk.
           wraps := wraps + 1;
           EXIT WHEN wraps >= 2 AND served = 0;
+          -- The next round's quantum (every key of a round gets the same, so each round's shares are the
+          -- weights' exactly): 1 after a round this call began inside; after a whole round walked here,
+          -- doubled when what is left of the batch holds two such rounds, else the same.
+          quantum := CASE WHEN wraps < 2 AND began_inside THEN 1
+                          WHEN room >= 2 * served THEN quantum * 2
+                          ELSE quantum END;
           served := 0;
-          -- The next round's quantum: doubled when this call walked the whole round just ended, else 1 (every
-          -- key of a round gets the same quantum, so each round's shares are the weights' exactly).
-          quantum := CASE WHEN wraps >= 2 OR NOT began_inside THEN quantum * 2 ELSE 1 END;
           cur := NULL;
           CONTINUE;
         END IF;
