@@ -39,12 +39,16 @@ const variants: Variant[] = [
 
 const admin = new pg.Pool({ connectionString: databaseUrl, max: 2 });
 
-/** Jobs per second of one drain of `jobs` no-op jobs, from worker start to the last outcome recorded. */
-async function drain(v: Variant): Promise<number> {
+/**
+ * Jobs per second of one drain of `jobs` no-op jobs, from worker start to the last outcome recorded, and of
+ * their bulk enqueue (10,000 a call) before it.
+ */
+async function drain(v: Variant): Promise<{ drain: number; enqueue: number }> {
   const schema = `bench_plain_${Math.random().toString(36).slice(2, 8)}`;
   const skipq = new v.lib.Skipq({ connectionString: databaseUrl, schema, logger: v.lib.silentLogger });
   try {
     await skipq.migrate();
+    const enqueueStarted = performance.now();
     for (let done = 0; done < jobs; done += 10_000) {
       const n = Math.min(10_000, jobs - done);
       await skipq.enqueueMany(
@@ -52,6 +56,7 @@ async function drain(v: Variant): Promise<number> {
         { returning: false },
       );
     }
+    const enqueue = jobs / ((performance.now() - enqueueStarted) / 1000);
     await admin.query(`VACUUM ANALYZE "${schema}".jobs`);
     const worker = skipq.worker({ concurrency, pollInterval: 50, maintenance: false, presence: false });
     worker.register("noop", v.result ? (payload) => ({ ok: true, n: (payload as { i: number }).i }) : () => undefined);
@@ -60,7 +65,7 @@ async function drain(v: Variant): Promise<number> {
     while (worker.stats.completed < jobs) await new Promise((r) => setTimeout(r, 2));
     const seconds = (performance.now() - started) / 1000;
     await worker.stop();
-    return jobs / seconds;
+    return { drain: jobs / seconds, enqueue };
   } finally {
     await skipq.close();
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -68,13 +73,15 @@ async function drain(v: Variant): Promise<number> {
 }
 
 const rates = new Map<string, number[]>(variants.map((v) => [v.label, []]));
+const enqueues = new Map<string, number[]>(variants.map((v) => [v.label, []]));
 for (let rep = 0; rep < reps; rep++) {
   // Alternate the order, so neither build always runs on a warmer cache.
   const order = rep % 2 === 0 ? variants : [...variants].reverse();
   for (const v of order) {
-    const rate = await drain(v);
+    const { drain: rate, enqueue } = await drain(v);
     rates.get(v.label)?.push(rate);
-    console.log(`rep ${rep + 1}: ${v.label}: ${Math.round(rate)} jobs/s`);
+    enqueues.get(v.label)?.push(enqueue);
+    console.log(`rep ${rep + 1}: ${v.label}: ${Math.round(rate)} jobs/s (enqueue ${Math.round(enqueue)} jobs/s)`);
   }
 }
 await admin.end();
@@ -84,14 +91,17 @@ const median = (xs: number[]) => {
   return s[Math.floor(s.length / 2)] as number;
 };
 const base = median(rates.get(variants[0]?.label as string) ?? []);
+const enqueueBase = median(enqueues.get(variants[0]?.label as string) ?? []);
 console.log(`\n${jobs} no-op jobs, concurrency ${concurrency}, ${reps} reps (median; min–max)\n`);
-console.log("| variant | jobs/s | vs other build |");
-console.log("| --- | --- | --- |");
+console.log("| variant | drain jobs/s | vs other build | bulk enqueue jobs/s | vs other build |");
+console.log("| --- | --- | --- | --- | --- |");
 for (const v of variants) {
   const xs = rates.get(v.label) ?? [];
   const m = median(xs);
+  const es = enqueues.get(v.label) ?? [];
+  const e = median(es);
   console.log(
-    `| ${v.label} | ${Math.round(m)} (${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))}) | ${Math.round((100 * m) / base)}% |`,
+    `| ${v.label} | ${Math.round(m)} (${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))}) | ${Math.round((100 * m) / base)}% | ${Math.round(e)} (${Math.round(Math.min(...es))}–${Math.round(Math.max(...es))}) | ${Math.round((100 * e) / enqueueBase)}% |`,
   );
 }
 process.exit(0);

@@ -38,7 +38,7 @@ function parseArgs(argv: string[]): Args {
   const args: Args = {
     quick: false,
     systems: Object.keys(adapters),
-    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14],
     out: path.join(here, "RESULTS.md"),
     keep: false,
   };
@@ -782,6 +782,27 @@ async function main(): Promise<void> {
         "claims after p50 / p99 ms",
         "samples",
       ],
+      rows,
+    });
+  };
+
+  scenarios[14] = async () => {
+    // skipq only (fairness is skipq's setQueueLimits option): bench/fair.ts in its own process, its table kept.
+    const { execFile } = await import("node:child_process");
+    const { promisify } = await import("node:util");
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--import", "tsx", path.join(here, "fair.ts"), ...(args.quick ? ["--quick"] : [])],
+      { env: { ...process.env, DATABASE_URL: databaseUrl }, maxBuffer: 1 << 24 },
+    );
+    const lines = stdout.split("\n");
+    const rows = lines
+      .filter((l) => l.startsWith("| ") && !l.startsWith("| measure") && !l.startsWith("| ---"))
+      .map((l) => l.slice(2, -2).split(" | "));
+    tables.push({
+      title: "14. Fair claims across tenants (skipq)",
+      note: `${lines[0] ?? ""}. The second column is the same queue with the same limits and no fairness (the limited claim). bench/fair.ts; docs/flow-control.md, "Fairness".`,
+      header: ["measure", "fairness", "without fairness (same limits)", "target"],
       rows,
     });
   };

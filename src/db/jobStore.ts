@@ -176,8 +176,35 @@ export class JobStore {
 
   /** Of `queues`, those the limited claim must serve (limits set, or a key paused now). */
   async limitedQueues(queues: readonly string[]): Promise<Set<string>> {
-    const { rows } = await this.store.query<{ name: string }>(this.store.sql.flow.queuesLimited, [queues]);
-    return new Set(rows.map((r) => r.name));
+    return (await this.flowQueues(queues)).limited;
+  }
+
+  /** Of `queues`, those the limited claim serves, and those of them that are fair (skipq_claim_fair). */
+  async flowQueues(queues: readonly string[]): Promise<{ limited: Set<string>; fair: Set<string> }> {
+    const { rows } = await this.store.query<{ name: string; fair: boolean }>(this.store.sql.flow.queuesLimited, [
+      queues,
+    ]);
+    return { limited: new Set(rows.map((r) => r.name)), fair: new Set(rows.filter((r) => r.fair).map((r) => r.name)) };
+  }
+
+  /**
+   * The fair claim (skipq_claim_fair, db/sql/fairFunction.ts): up to `limit` jobs of the fair queues among
+   * `queues`, round robin across their concurrency keys, within their limits. `sweep`: read every key from
+   * its start (rows put behind its floor).
+   */
+  async claimFair(
+    p: { queues: readonly string[]; limit: number; workerId: string; leaseMs: number; sweep: boolean },
+    types?: ClaimTypes,
+  ): Promise<ClaimedRow[]> {
+    const config = this.store.config(this.store.sql.flow.jobClaimFair, [
+      p.queues,
+      p.limit,
+      p.workerId,
+      p.leaseMs,
+      p.sweep,
+    ]);
+    const { rows } = await this.store.pool.query<ClaimedRow>(types ? { ...config, types } : config);
+    return rows;
   }
 
   /**

@@ -39,6 +39,34 @@ import {
 } from "./adminTypes.js";
 import { checkHealth, type HealthOptions, type HealthReport } from "./health.js";
 
+/** Most keys a queue's fairness may weight (each is read at every claim of the key, from one jsonb). */
+export const MAX_WEIGHTS = 10_000;
+
+/** `fairness` of setQueueLimits, checked: an object, weights keyed by concurrency keys, positive finite numbers. */
+function assertWeights(fairness: unknown): Record<string, number> {
+  if (typeof fairness !== "object" || fairness === null || Array.isArray(fairness))
+    throw new ValidationError("fairness must be an object, e.g. { weights: { acme: 2 } } or {} for equal weights");
+  const unknownField = Object.keys(fairness).find((k) => k !== "weights");
+  if (unknownField !== undefined)
+    throw new ValidationError(`fairness has no option ${JSON.stringify(unknownField)}: it takes only weights`);
+  const weights = (fairness as { weights?: unknown }).weights ?? {};
+  if (typeof weights !== "object" || weights === null || Array.isArray(weights))
+    throw new ValidationError("fairness.weights must map concurrency keys to numbers, e.g. { acme: 2, globex: 0.5 }");
+  const entries = Object.entries(weights);
+  if (entries.length > MAX_WEIGHTS)
+    throw new ValidationError(`fairness.weights names ${entries.length} keys; at most ${MAX_WEIGHTS} (others weigh 1)`);
+  const out: Record<string, number> = {};
+  for (const [key, weight] of entries) {
+    assertKey(key, "a fairness.weights key");
+    if (typeof weight !== "number" || !Number.isFinite(weight) || weight <= 0 || weight > 1_000_000)
+      throw new ValidationError(
+        `fairness.weights[${JSON.stringify(key)}] must be a number above 0 and at most 1000000 (got ${String(weight)})`,
+      );
+    out[key] = weight;
+  }
+  return out;
+}
+
 /**
  * Inspect and act. Writes go to the client's pool; reads (listings, job pages, statistics, settings) go to its
  * read pool when it has one (`readConnectionString`: a standby), else to the same pool. The health checks stay
@@ -319,6 +347,7 @@ export class Admin {
     const rate = limits.rate ?? null;
     const rateLimit = rate === null ? null : assertInt("rate.limit", rate.limit, 1, max);
     const rateWindow = rate === null ? null : toMs("rate.window", rate.window, { allowZero: false, max: 86_400_000 });
+    const fairness = limits.fairness == null ? null : { weights: assertWeights(limits.fairness) };
     await this.store.query(this.flow.queueSetLimits, [
       name,
       concurrency,
@@ -327,6 +356,7 @@ export class Admin {
       rateWindow,
       rate?.perKey ?? false,
       this.store.schema.channel,
+      fairness === null ? null : JSON.stringify(fairness),
     ]);
   }
 
@@ -344,6 +374,7 @@ export class Admin {
         r.rate_limit === null
           ? null
           : { limit: r.rate_limit, window: Number(r.rate_window_ms), perKey: r.rate_per_key },
+      fairness: r.fairness === null ? null : { weights: r.fairness.weights ?? {} },
     }));
   }
 

@@ -178,6 +178,12 @@ export interface QueueLimits {
   keyConcurrency?: number | null;
   /** At most `limit` starts in any `window` (sliding), for the queue, or per key when `perKey`. Default: no limit. */
   rate?: { limit: number; window: Duration; perKey?: boolean } | null;
+  /**
+   * Claims go round robin across the queue's `concurrencyKey` values (jobs without a key are one key of their
+   * own), each key taking `weights[key]` claims per round (default 1; any positive number, e.g. 0.5 = one
+   * claim every other round). Stacks with the other limits. Default: no fairness (claim order only).
+   */
+  fairness?: { weights?: Record<string, number> } | null;
 }
 
 export interface QueueSettings {
@@ -187,6 +193,8 @@ export interface QueueSettings {
   keyConcurrency: number | null;
   /** `window` in ms. */
   rate: { limit: number; window: number; perKey: boolean } | null;
+  /** Round robin across keys; `weights`: the keys weighted other than 1. */
+  fairness: { weights: Record<string, number> } | null;
 }
 
 export interface CronScheduleRow {

@@ -6,7 +6,10 @@
  * and level, SKIP LOCKED), from this worker's floors (floors.ts), with or
  * without priority aging. Otherwise it runs the limited claim (db/sql/flow.ts):
  * claim locks of the limited queues, then a claim that counts running jobs and
- * recent starts. Which queues are limited is cached and refreshed on a timer
+ * recent starts. Fair queues (limits with `fairness`) are claimed through
+ * skipq_claim_fair (db/sql/fairFunction.ts: round robin across keys, within
+ * the limits); a worker that also takes other queues claims those in a second
+ * round trip, for what the fair claim left of the batch. Which queues are limited is cached and refreshed on a timer
  * and on a '!flow' notification; a stale cache is safe, because the plain
  * claim itself skips limited queues (read in the database at every claim).
  */
@@ -34,6 +37,8 @@ export interface ClaimerOptions {
 export class Claimer {
   /** Queues (of this worker's) that have limits or a paused key, as of the last refresh. */
   limited: ReadonlySet<string> = new Set();
+  /** Of `limited`, the fair queues (claimed through skipq_claim_fair). */
+  fair: ReadonlySet<string> = new Set();
   /** Where this worker's plain claims stopped, per queue and level. */
   readonly floors: Floors;
   private refreshed = false;
@@ -66,7 +71,9 @@ export class Claimer {
 
   /** Re-reads which of this worker's queues are limited. A failure keeps the old set (safe either way). */
   async refresh(): Promise<void> {
-    this.limited = await this.o.jobs.limitedQueues(this.o.queues);
+    const { limited, fair } = await this.o.jobs.flowQueues(this.o.queues);
+    this.limited = limited;
+    this.fair = fair;
     this.refreshed = true;
   }
 
@@ -74,15 +81,37 @@ export class Claimer {
   async claim(limit: number): Promise<ClaimedRow[]> {
     const o = this.o;
     if (!this.refreshed) await this.refresh(); // e.g. worker.runOnce() without start()
-    if (this.limited.size === 0) {
+    if (this.fair.size === 0) return this.claimOthers(o.queues, limit);
+    const fair = o.queues.filter((q) => this.fair.has(q));
+    const now = Date.now();
+    const rows = await o.jobs.claimFair(
+      {
+        queues: fair,
+        limit,
+        workerId: o.workerId,
+        leaseMs: o.leaseMs,
+        // Keys' floors live in the database (swept there every FAIR_SWEEP_MS); a '!ready' sweeps them now.
+        sweep: fair.map((q) => this.floors.sweepDue(q, now, Number.POSITIVE_INFINITY)).some(Boolean),
+      },
+      claimTypes,
+    );
+    const others = o.queues.filter((q) => !this.fair.has(q));
+    if (others.length === 0 || rows.length >= limit) return rows;
+    return [...rows, ...(await this.claimOthers(others, limit - rows.length))];
+  }
+
+  /** The plain or the limited claim, of queues that are not fair. */
+  private async claimOthers(queues: readonly string[], limit: number): Promise<ClaimedRow[]> {
+    const o = this.o;
+    if (!queues.some((q) => this.limited.has(q))) {
       const rows = await o.jobs.claimFrom(
         {
-          queues: o.queues,
+          queues,
           limit,
           workerId: o.workerId,
           leaseMs: o.leaseMs,
           agingMs: o.agingMs,
-          floors: this.floors.args(o.queues, Date.now()),
+          floors: this.floors.args(queues, Date.now()),
         },
         claimTypes,
       );
@@ -91,8 +120,8 @@ export class Claimer {
     }
     return o.jobs.claimLimited(
       {
-        freeQueues: o.queues.filter((q) => !this.limited.has(q)),
-        limitedQueues: o.queues.filter((q) => this.limited.has(q)),
+        freeQueues: queues.filter((q) => !this.limited.has(q)),
+        limitedQueues: queues.filter((q) => this.limited.has(q)),
         limit,
         workerId: o.workerId,
         leaseMs: o.leaseMs,

@@ -39,15 +39,23 @@ export class Floors {
     this.sweptAt.clear();
   }
 
+  /**
+   * Whether a claim of `queue` at `now` must read it afresh (and, if so, the sweep is counted as done).
+   * `everyMs`: the sweep interval (the fair claim passes Infinity: its per-key floors live in the database,
+   * which sweeps each key on its own timer, so it asks only about the first claim and '!ready').
+   */
+  sweepDue(queue: string, now: number, everyMs = this.sweepEveryMs): boolean {
+    const swept = this.sweptAt.get(queue);
+    if (swept !== undefined && now - swept < everyMs) return false;
+    this.sweptAt.set(queue, now);
+    return true;
+  }
+
   /** The floors to pass for a claim of `queues` at `now`; queues due a sweep get none. */
   args(queues: readonly string[], now: number): FloorArgs {
     const out: FloorArgs = { queues: [], levels: [], runAt: [], ids: [] };
     for (const queue of queues) {
-      const swept = this.sweptAt.get(queue);
-      if (swept === undefined || now - swept >= this.sweepEveryMs) {
-        this.sweptAt.set(queue, now);
-        continue;
-      }
+      if (this.sweepDue(queue, now)) continue;
       const push = (level: number | null, p: Position) => {
         out.queues.push(queue);
         out.levels.push(level);

@@ -33,8 +33,14 @@ test("limits set, show, pause-key and resume-key change what every worker's clai
       concurrency: null,
       keyConcurrency: 2,
       rate: { limit: 50, window: 1000, perKey: true },
+      fairness: null,
     },
   ]);
+  const fair = await skipq(["limits", "set", "crm", "--fair", "--weight", "acme=2", "--weight", "a=b=0.5"], env);
+  expect(fair).toMatchObject({ code: 0 });
+  expect((await new Admin(t.skipq).getQueueLimits("crm"))[0]?.fairness).toEqual({ weights: { acme: 2, "a=b": 0.5 } });
+  expect((await skipq(["limits", "show", "crm"], env)).stdout).toMatch(/yes a=b=0\.5 acme=2/);
+  await skipq(["limits", "set", "crm", "--key-concurrency", "2", "--rate", "50/1s", "--per-key"], env);
   expect((await skipq(["limits", "pause-key", "crm", "acme", "--for", "1h"], env)).code).toBe(0);
   const shown = JSON.parse((await skipq(["limits", "show", "crm", "--json"], env)).stdout);
   expect(shown.pausedKeys).toEqual([{ queue: "crm", key: "acme", pausedUntil: expect.any(String) }]);
@@ -49,6 +55,13 @@ test("limits refuses malformed rates and ambiguous key pauses with exit code 2, 
   expect(bad.stderr).toMatch(/--rate "50" is not a rate: use starts\/window, e.g. --rate 50\/1s/);
   const both = await skipq(["limits", "pause-key", "crm2", "acme", "--whole-queue", "--for", "1s"], env);
   expect(both.code).toBe(2);
+  for (const weight of ["acme=0", "acme=-1", "acme=", "=2", "acme=1e400", "acme=two"]) {
+    const refused = await skipq(["limits", "set", "crm2", "--fair", "--weight", weight], env);
+    expect(refused.code, weight).toBe(2);
+    expect(refused.stderr).toMatch(/is not a weight: use key=number/);
+  }
+  const alone = await skipq(["limits", "set", "crm2", "--weight", "acme=2"], env);
+  expect(alone.stderr).toMatch(/--weight needs --fair/);
   expect(await new Admin(t.skipq).getQueueLimits("crm2")).toEqual([]);
 });
 

@@ -105,6 +105,18 @@ test("examples/complete-tx.ts completes each job with its business row: a commit
   expect(out).toContain('A-2: completed after 2 attempt(s), result {"receipt":"r-A-2"}, charge rows 1');
 });
 
+test("examples/fairness.ts shares the first starts by weight, whatever the flood", async () => {
+  const out = await runExample("examples/fairness.ts");
+  const m = /first 40 starts: acme (\d+), bigco (\d+), initech (\d+)/.exec(out);
+  expect(m, out).not.toBeNull();
+  const [acme, bigco, initech] = (m as RegExpExecArray).slice(1).map(Number) as [number, number, number];
+  // Round robin, weight 2 for acme: 20 / 10 / 10 of 40, give or take the round a batch ended in.
+  expect(acme).toBeGreaterThanOrEqual(18);
+  expect(bigco).toBeLessThanOrEqual(12);
+  expect(initech).toBeGreaterThanOrEqual(8);
+  expect(out).toContain('limits: {"weights":{"acme":2}}');
+});
+
 test("examples/job-results.ts stores results and progress, waits for jobs and times out with a typed error", async () => {
   const out = await runExample("examples/job-results.ts");
   expect(out).toContain('enqueueAndWait: completed, {"thumbnails":["cat.png@64.webp","cat.png@256.webp"]}');

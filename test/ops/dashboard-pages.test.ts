@@ -181,6 +181,7 @@ test("limits and paused keys are edited on the queue's page, and bad input chang
   });
   const page = await (await get("queues/limited")).text();
   expect(page).toMatch(/name="concurrency" type="number"[^>]*value="5"/);
+  expect(saved[0]?.fairness).toBeNull();
   expect(page).toContain('value="60000ms"');
 
   for (const [bad, message] of [
@@ -188,11 +189,25 @@ test("limits and paused keys are edited on the queue's page, and bad input chang
     [{ concurrency: "-3" }, "concurrency must be a whole number"],
     [{ rateLimit: "10", rateWindow: "" }, "needs both"],
     [{ rateLimit: "10", rateWindow: "soon" }, "rate.window"],
+    [{ fair: "true", weights: "acme=0" }, "fairness.weights"],
+    [{ fair: "true", weights: "acme=two" }, "must be key=number"],
+    [{ fair: "false", weights: "acme=2" }, "set Fair to yes"],
   ] as Array<[Record<string, string>, string]>) {
     const res = await post("queues/limited/limits", { _csrf: csrf, back: "/queues/limited", ...bad });
     expect(flash(res), JSON.stringify(bad)).toContain(message);
     expect((await admin.getQueueLimits("limited"))[0], JSON.stringify(bad)).toEqual(saved[0]);
   }
+  const fair = await post("queues/limited/limits", {
+    _csrf: csrf,
+    back: "/queues/limited",
+    concurrency: "5",
+    fair: "true",
+    weights: "acme=2, globex=0.5",
+  });
+  expect(flash(fair)).toContain("Limits of limited saved.");
+  expect((await admin.getQueueLimits("limited"))[0]?.fairness).toEqual({ weights: { acme: 2, globex: 0.5 } });
+  expect(await (await get("queues/limited")).text()).toContain('value="acme=2, globex=0.5"');
+  await admin.setQueueLimits("limited", { concurrency: 5, rate: { limit: 100, window: "1m", perKey: true } });
 
   expect(
     flash(await post("queues/limited/keys/pause", { _csrf: csrf, back: "/queues/limited", key: "acme", for: "10m" })),

@@ -132,6 +132,25 @@ describe("as the documented roles", () => {
     expect(await statusOf(child.id)).toBe("waiting");
   });
 
+  test("a protocol worker claims a fair, rate-limited queue round robin across its keys through its grants", async () => {
+    const py = pool(roles.py_worker);
+    await new Admin(owner).setQueueLimits("py-fair", { fairness: {}, rate: { limit: 100, window: "1h" } });
+    for (const key of ["big", "a", "b"])
+      await owner.enqueueMany(
+        Array.from({ length: key === "big" ? 20 : 2 }, () => ({
+          job: task,
+          payload: {},
+          queue: "py-fair",
+          concurrencyKey: key,
+        })),
+      );
+    const { rows } = await py.query(
+      `SELECT c.id, j.concurrency_key AS key FROM ${s()}.skipq_claim(ARRAY['py-fair'], 6, 'py', 30000) c
+         JOIN ${s()}.jobs j USING (id)`,
+    );
+    expect(rows.map((r) => r.key)).toEqual(["a", "b", "big", "a", "b", "big"]);
+  });
+
   test("a protocol worker runs every protocol function: claim, heartbeat, complete with and without a result, fail to retry and to dead, release", async () => {
     const owned = owner;
     const py = pool(roles.py_worker);

@@ -1,13 +1,14 @@
 /**
  * `skipq limits show|set` and `skipq limits pause-key|resume-key`: flow
  * control that every worker enforces in its claim (docs/flow-control.md).
- * `set` replaces all limits of a queue (an omitted one is removed).
+ * `set` replaces all limits of a queue (an omitted one is removed), fairness
+ * (`--fair`, `--weight key=n`) included.
  */
 import type { Command } from "commander";
 import { iso, printJson, table, withSession } from "../context.js";
 import { shippedDoc } from "../docs.js";
 import { CliError } from "../errors.js";
-import { parseDuration, parseInteger, parseName } from "../parse.js";
+import { collect, parseDuration, parseInteger, parseName } from "../parse.js";
 import { print } from "../terminal.js";
 
 interface SetFlags {
@@ -15,7 +16,27 @@ interface SetFlags {
   keyConcurrency?: string;
   rate?: string;
   perKey?: boolean;
+  fair?: boolean;
+  weight?: string[];
   json?: boolean;
+}
+
+/** ["acme=2", "globex=0.5"] → { acme: 2, globex: 0.5 }; the key is what precedes the last "=". */
+function parseWeights(texts: readonly string[]): Record<string, number> {
+  const weights: Record<string, number> = {};
+  for (const text of texts) {
+    const at = text.lastIndexOf("=");
+    const key = text.slice(0, at);
+    const number = text.slice(at + 1);
+    const weight = Number(number);
+    if (at <= 0 || !/^\d+(\.\d+)?$/.test(number) || !(weight > 0) || weight > 1_000_000)
+      throw new CliError(
+        `--weight ${JSON.stringify(text)} is not a weight: use key=number with a number above 0, e.g. --weight acme=2`,
+      );
+    if (Object.hasOwn(weights, key)) throw new CliError(`--weight names key ${JSON.stringify(key)} twice`);
+    weights[key] = weight;
+  }
+  return weights;
 }
 
 /** "50/1s" → { limit: 50, window: 1000 }. */
@@ -37,6 +58,7 @@ export function limitsCommand(program: Command): void {
       `
 Examples:
   $ skipq limits set crm --concurrency 10 --key-concurrency 2 --rate 50/1s --per-key
+  $ skipq limits set crm --fair --weight acme=2 --weight globex=0.5
   $ skipq limits set crm            (removes every limit of crm)
   $ skipq limits show --json
   $ skipq limits pause-key crm acme --for 30s
@@ -50,10 +72,14 @@ Examples:
     .option("--key-concurrency <n>", "most running jobs per concurrency key")
     .option("--rate <starts/window>", "most starts per sliding window, e.g. 50/1s")
     .option("--per-key", "apply --rate per concurrency key instead of to the whole queue")
+    .option("--fair", "claim round robin across concurrency keys (jobs without a key are one key)")
+    .option("--weight <key=n>", "with --fair: claims per round of a key (default 1; repeatable)", collect)
     .action(async (queue: string, flags: SetFlags, command: Command) => {
       parseName("queue", queue);
       const rate = flags.rate === undefined ? null : { ...parseRate(flags.rate), perKey: flags.perKey ?? false };
       if (flags.perKey && rate === null) throw new CliError("--per-key needs --rate, e.g. --rate 50/1s --per-key");
+      if (flags.weight && !flags.fair) throw new CliError("--weight needs --fair, e.g. --fair --weight acme=2");
+      const fairness = flags.fair ? { weights: parseWeights(flags.weight ?? []) } : null;
       const settings = {
         concurrency:
           flags.concurrency === undefined ? null : parseInteger("--concurrency", flags.concurrency, 1, 1_000_000),
@@ -62,6 +88,7 @@ Examples:
             ? null
             : parseInteger("--key-concurrency", flags.keyConcurrency, 1, 1_000_000),
         rate,
+        fairness,
       };
       await withSession(command, async ({ admin }) => {
         await admin.setQueueLimits(queue, settings);
@@ -88,11 +115,14 @@ Examples:
           q.concurrency ?? "-",
           q.keyConcurrency ?? "-",
           q.rate ? `${q.rate.limit}/${q.rate.window}ms${q.rate.perKey ? " per key" : ""}` : "-",
+          q.fairness
+            ? ["yes", ...Object.entries(q.fairness.weights).map(([key, weight]) => `${key}=${weight}`)].join(" ")
+            : "-",
         ]);
         print(
           rows.length === 0
             ? "no queue has limits\n"
-            : `${table(["queue", "paused", "concurrency", "per key", "rate"], rows)}\n`,
+            : `${table(["queue", "paused", "concurrency", "per key", "rate", "fair"], rows)}\n`,
         );
         for (const k of keys) print(`paused: ${k.queue} ${k.key ?? "(whole queue)"} until ${iso(k.pausedUntil)}\n`);
       });

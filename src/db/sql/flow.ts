@@ -1,7 +1,7 @@
 /**
  * Flow control statements: the limited claim (concurrency limits per queue
- * and per key, rate limits, key pauses, with optional priority aging) and the
- * settings it reads.
+ * and per key, rate limits, key pauses, with optional priority aging), the
+ * fair claim's call (its body: fairFunction.ts) and the settings they read.
  *
  * Invariants owned here:
  * - a limited claim holds the transaction-scoped claim lock of every limited
@@ -39,7 +39,7 @@ export function claimLockKey(schema: string, queue: string): number {
 }
 
 /** First key of the claim locks (the second is per queue): 'skipq.claim' hashed once. */
-const CLAIM_LOCK_CLASS = 0x5c1a1d; // arbitrary constant, distinct from the migrate and maintenance keys (hashtext-based)
+export const CLAIM_LOCK_CLASS = 0x5c1a1d; // arbitrary constant, distinct from the migrate and maintenance keys (hashtext-based)
 
 export interface LimitedClaimParams {
   /** The quoted schema. */
@@ -203,21 +203,31 @@ export function flowStatements(names: Schema) {
     names,
     { prepare: false },
     {
-      /** Of queues $1, those the limited claim must serve: limits set, or a key paused now. */
-      queuesLimited: `SELECT name FROM ${queues} WHERE name = ANY($1::text[]) AND (limited OR keys_paused_until > now())`,
+      /**
+       * Of queues $1, those the limited claim must serve: limits set (fairness included), or a key paused now;
+       * `fair`: served by skipq_claim_fair.
+       */
+      queuesLimited: `SELECT name, fairness IS NOT NULL AS fair FROM ${queues}
+                       WHERE name = ANY($1::text[]) AND (limited OR keys_paused_until > now())`,
+      /**
+       * The fair claim (db/sql/fairFunction.ts, migration 0021): up to $2 jobs of the fair queues among $1 for
+       * worker $3, leased for $4 ms, round robin across their keys; $5: read every key from its start.
+       */
+      jobClaimFair: `SELECT * FROM ${schema}.skipq_claim_fair($1::text[], $2::int, $3::text, $4::float8, $5::boolean)`,
       /**
        * Sets all limits of queue $1 at once (NULL clears one); NOTIFY '!flow' on
        * $8 tells workers to re-read which queues are limited.
        */
       queueSetLimits: `WITH up AS (
-        INSERT INTO ${queues} (name, concurrency_limit, key_concurrency_limit, rate_limit, rate_window_ms, rate_per_key)
-        VALUES ($1, $2, $3, $4, $5, $6)
+        INSERT INTO ${queues} (name, concurrency_limit, key_concurrency_limit, rate_limit, rate_window_ms, rate_per_key,
+                               fairness)
+        VALUES ($1, $2, $3, $4, $5, $6, $8::jsonb)
         ON CONFLICT (name) DO UPDATE SET concurrency_limit = $2, key_concurrency_limit = $3, rate_limit = $4,
-               rate_window_ms = $5, rate_per_key = $6, updated_at = now()
+               rate_window_ms = $5, rate_per_key = $6, fairness = $8::jsonb, updated_at = now()
         RETURNING name)
       SELECT name, pg_notify($7, '!flow') FROM up`,
       queueGetLimits: `SELECT name, paused_at, concurrency_limit, key_concurrency_limit, rate_limit, rate_window_ms, rate_per_key,
-                            keys_paused_until
+                            keys_paused_until, fairness
                        FROM ${queues} WHERE ($1::text IS NULL OR name = $1) ORDER BY name`,
       /**
        * Pauses key $2 of queue $1 until $5, or now() + $3 ms (key '' = the whole queue).
@@ -242,10 +252,14 @@ export function flowStatements(names: Schema) {
                        WHERE ($1::text IS NULL OR queue = $1) AND paused_until > now() ORDER BY queue, key`,
       /** Expired key pauses and the starts log of queues without a rate limit: housekeeping for the pruner. */
       flowHousekeeping: `WITH a AS (DELETE FROM ${schema}.queue_keys WHERE paused_until < now() - interval '1 hour' RETURNING 1),
+                            -- The fair claim's state of queues no longer fair (a key's own row costs only its floor).
+                            c AS (DELETE FROM ${schema}.fair_keys f
+                                   WHERE NOT EXISTS (SELECT 1 FROM ${queues} q WHERE q.name = f.queue AND q.fairness IS NOT NULL)
+                                  RETURNING 1),
                             b AS (DELETE FROM ${schema}.rate_starts s
                                    WHERE NOT EXISTS (SELECT 1 FROM ${queues} q WHERE q.name = s.queue AND q.rate_limit IS NOT NULL)
                                   RETURNING 1)
-                       SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b) AS removed`,
+                       SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b) + (SELECT count(*) FROM c) AS removed`,
     },
   );
 }

@@ -64,14 +64,39 @@ export function limitsOf(form: URLSearchParams): QueueLimits {
   const windowText = formParam(form, "rateWindow");
   if ((rateLimit === null) !== (windowText === ""))
     throw new ValidationError("a rate limit needs both a number of starts and a window (e.g. 100 per 1m), or neither");
+  const fair = formParam(form, "fair") === "true";
+  const weightsText = (form.get("weights") ?? "").trim();
+  if (weightsText.length > 20_000) throw new HttpError(400, "weights is longer than 20000 characters");
+  if (weightsText !== "" && !fair)
+    throw new ValidationError("weights apply to fair claims: set Fair to yes, or leave weights empty");
   return {
     concurrency: int("concurrency"),
     keyConcurrency: int("keyConcurrency"),
+    fairness: fair ? { weights: weightsOf(weightsText) } : null,
     rate:
       rateLimit === null
         ? null
         : { limit: rateLimit, window: windowText as Duration, perKey: formParam(form, "ratePerKey") === "true" },
   };
+}
+
+/**
+ * "acme=2, globex=0.5" (commas or new lines) → { acme: 2, globex: 0.5 }; the key is what precedes the last "=".
+ * Numbers are checked here for their form, and by Admin.setQueueLimits for their range.
+ */
+function weightsOf(text: string): Record<string, number> {
+  const weights: Record<string, number> = {};
+  for (const item of text
+    .split(/[,\n]/)
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const at = item.lastIndexOf("=");
+    const number = item.slice(at + 1).trim();
+    if (at <= 0 || !/^\d+(\.\d+)?$/.test(number))
+      throw new ValidationError(`weight ${JSON.stringify(item)} must be key=number, e.g. acme=2, globex=0.5`);
+    weights[item.slice(0, at).trim()] = Number(number);
+  }
+  return weights;
 }
 
 /** The explorer's filter as typed, from a URL or a form (each field at most 200 characters). */

@@ -265,6 +265,13 @@ export function queuePage(
   ]);
 }
 
+/** A queue's fairness weights as the limits form shows them: "acme=2, globex=0.5". */
+function weightsText(limits: QueueSettings | undefined): string {
+  return Object.entries(limits?.fairness?.weights ?? {})
+    .map(([key, weight]) => `${key}=${weight}`)
+    .join(", ");
+}
+
 function limitsSection(
   ctx: PageContext,
   queue: string,
@@ -283,6 +290,8 @@ ${num("concurrency", "Concurrency", limits?.concurrency, 1, "no limit")}${num("k
 ${num("rateLimit", "Rate: starts", rate?.limit, 1, "no limit")}
 <label>Rate: per window<input name="rateWindow" value="${rate ? `${rate.window}ms` : ""}" placeholder="1m"${canAct ? "" : raw(" disabled")}></label>
 <label>Rate per key<select name="ratePerKey"${canAct ? "" : raw(" disabled")}><option value="false">no</option><option value="true"${rate?.perKey ? raw(" selected") : ""}>yes</option></select></label>
+<label>Fair (round robin across keys)<select name="fair"${canAct ? "" : raw(" disabled")}><option value="false">no</option><option value="true"${limits?.fairness ? raw(" selected") : ""}>yes</option></select></label>
+<label>Weights<input name="weights" value="${weightsText(limits)}" placeholder="acme=2, globex=0.5"${canAct ? "" : raw(" disabled")}></label>
 ${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
 <p class="muted">An empty field removes that limit. Workers apply a change within a moment (a notification, else their 5 s refresh).</p>`;
   const rows = keys.map(
@@ -290,7 +299,8 @@ ${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
 <td>${canAct ? action(ctx, `/queues/${enc}/keys/resume`, "Resume", { key: k.key ?? "", back: here }) : ""}</td></tr>`,
   );
   const summary = html`<dl id="limits"><dt>Concurrency</dt><dd>${limits?.concurrency ?? "no limit"}</dd><dt>Per-key concurrency</dt><dd>${limits?.keyConcurrency ?? "no limit"}</dd>
-<dt>Rate</dt><dd>${rate ? `${rate.limit} starts per ${rate.window} ms${rate.perKey ? ", per key" : ""}` : "no limit"}</dd></dl>`;
+<dt>Rate</dt><dd>${rate ? `${rate.limit} starts per ${rate.window} ms${rate.perKey ? ", per key" : ""}` : "no limit"}</dd>
+<dt>Fair</dt><dd>${limits?.fairness ? `yes${weightsText(limits) ? ` (weights ${weightsText(limits)})` : ""}` : "no"}</dd></dl>`;
   return html`<h2>Limits</h2>${canAct ? form : summary}<h2>Paused keys</h2>${
     keys.length === 0
       ? html`<p class="muted">No key is paused.</p>`

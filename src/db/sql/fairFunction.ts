@@ -1,0 +1,336 @@
+/**
+ * The fair claim, as the SQL function both paths run: the TypeScript worker
+ * (claimer.ts, for queues whose limits set `fairness`) and the SQL protocol's
+ * skipq_claim (migration 0021). Migration 0021 holds this text as generated
+ * here; test/db/functions.test.ts fails when the two differ.
+ *
+ * Algorithm: deficit round robin over the queue's concurrency keys (jobs
+ * without a key are one more key, '' in fair_keys). A cursor per queue
+ * (fair_queues) walks the keys in key order; each key it reaches gets
+ * `weight` credit, and takes one job per whole credit, so over a round every
+ * backlogged key gets its weight's share whatever its backlog. The walk reads
+ * the keys it visits, never a key's backlog: the next key is the smaller of
+ * the next known key (fair_keys) and the next key of jobs_pending_key between
+ * the cursor and it (one index descent bounded by the known key, so a new key
+ * is found in the round it appears, and a known key's consumed entries are
+ * never stepped over).
+ *
+ * Invariants: holds the claim lock of every queue it claims from (the same
+ * lock, from the same key, as the limited claim: db/sql/flow.ts), taken in
+ * ascending key order before any read, and each statement after it takes a new
+ * snapshot (plpgsql, READ COMMITTED), so it counts every earlier claim; never
+ * exceeds `concurrency`, `keyConcurrency` or `rate`; never takes a job of a
+ * paused queue or key; one call, one transaction; a key is read from its floor
+ * (the last job claimed there), so a held snapshot's dead entries are not
+ * rescanned, and swept from its start every SWEEP_MS.
+ */
+import { CLAIM_COLUMNS } from "./claimFunction.js";
+import { CLAIM_LOCK_CLASS } from "./flow.js";
+import { FLOOR_MARGIN_MS, RANDOM_LEASE } from "./jobs.js";
+
+/** A key is read from the start of its backlog (no floor) at least this often, ms: rows put behind its floor. */
+export const FAIR_SWEEP_MS = 5000;
+
+/** `CREATE OR REPLACE FUNCTION skipq_claim_lock_key(…)`: the claim lock's second key (as claimLockKey in flow.ts). */
+export function claimLockKeySql(): string {
+  return `CREATE OR REPLACE FUNCTION skipq_claim_lock_key(name text) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE STRICT SET jit = off AS $fn$
+DECLARE
+  -- FNV-1a, 32-bit, over the code units of '<schema>/<queue>' (names are ASCII: the name allowlist).
+  h bigint := 2166136261;
+  i integer;
+BEGIN
+  FOR i IN 1 .. length(name) LOOP
+    h := ((h # ascii(substr(name, i, 1))) * 16777619) % 4294967296;
+  END LOOP;
+  RETURN (CASE WHEN h >= 2147483648 THEN h - 4294967296 ELSE h END)::integer;
+END
+$fn$;`;
+}
+
+/** `CREATE OR REPLACE FUNCTION skipq_claim_fair(…)`, for a migration run with the schema on its search_path. */
+export function fairFunctionSql(): string {
+  // One key's jobs from its floor: levels above the floor's, the floor's level after it, the levels below.
+  // Three ordered index ranges of jobs_pending_key; the Append stops at `take` rows.
+  // `id <> ALL (c_id)`: SKIP LOCKED does not skip the rows this call locked itself (a key met twice in a walk).
+  // (Each range is a subquery in FROM: FOR UPDATE is not allowed on a UNION's own branches.)
+  const fetch = (key: string) => {
+    const range = (bound: string, order: string) => `SELECT * FROM (SELECT j.id, j.priority, j.run_at FROM jobs j
+                  WHERE j.queue = q AND ${key} AND j.status = 'pending' AND ${bound} AND j.run_at <= now()
+                    AND j.id <> ALL (c_id)
+                  ORDER BY ${order} LIMIT take FOR UPDATE SKIP LOCKED) r`;
+    return `SELECT array_agg(a.id), array_agg(a.priority), array_agg(a.run_at)
+          INTO got_id, got_pri, got_run
+          FROM ((${range("j.priority > f_pri", "j.priority DESC, j.run_at, j.id")})
+                UNION ALL
+                (${range("j.priority = f_pri AND (j.run_at, j.id) > (f_run, f_id)", "j.run_at, j.id")})
+                UNION ALL
+                (${range("j.priority < f_pri", "j.priority DESC, j.run_at, j.id")})
+                LIMIT take) a;`;
+  };
+  const top = (key: string) =>
+    `(SELECT j.priority FROM jobs j WHERE j.queue = q AND ${key} AND j.status = 'pending' ORDER BY j.priority DESC LIMIT 1)`;
+  return `CREATE OR REPLACE FUNCTION skipq_claim_fair(
+  queues text[], n integer, worker text, lease_ms double precision, sweep boolean DEFAULT false,
+  margin_ms double precision DEFAULT ${FLOOR_MARGIN_MS})
+RETURNS TABLE (${CLAIM_COLUMNS})
+LANGUAGE plpgsql VOLATILE SET jit = off SET search_path FROM CURRENT AS $fn$
+DECLARE
+  q text;
+  cfg record;
+  need integer := n;
+  room integer;
+  ts timestamptz;
+  horizon timestamptz := now() - margin_ms * interval '1 millisecond';
+  cur text;
+  v_open boolean;
+  k text;
+  known_next text;
+  v_new text;
+  steps integer;
+  wraps integer;
+  st record;
+  v_credit double precision;
+  take integer;
+  f_pri smallint;
+  f_run timestamptz;
+  f_id bigint;
+  got_id bigint[];
+  got_pri smallint[];
+  got_run timestamptz[];
+  got integer;
+  c_id bigint[] := '{}';
+  -- The queue and key of each job in c_id: this call's own claims count against the key's limits.
+  c_q text[] := '{}';
+  c_key text[] := '{}';
+  mine integer;
+  served integer;
+  -- Credit a visit grants per unit of weight, the same for every key of a round (fair_queues.quantum): 1, and
+  -- doubled for the next round when one call walked a whole round (a large batch over few backlogged keys
+  -- takes few visits).
+  quantum double precision;
+  began_inside boolean;
+  -- The keys this walk met, and their state as it leaves them (written once, at the end).
+  pos integer;
+  u_key text[];
+  u_credit double precision[];
+  u_pri smallint[];
+  u_run timestamptz[];
+  u_id bigint[];
+  u_swept boolean[];
+  started timestamptz;
+BEGIN
+  IF n IS NULL OR n < 1 THEN
+    RETURN;
+  END IF;
+  -- The claim locks of every fair queue asked for, in ascending key order (as the limited claim: no deadlock).
+  PERFORM pg_advisory_xact_lock(${CLAIM_LOCK_CLASS}, l.k)
+     FROM (SELECT DISTINCT skipq_claim_lock_key(current_schema() || '/' || s.name) AS k
+             FROM queues s WHERE s.name = ANY (queues) AND s.fairness IS NOT NULL) l
+    ORDER BY l.k;
+  ts := clock_timestamp();
+  FOR cfg IN SELECT s.name, s.concurrency_limit AS qlim, s.key_concurrency_limit AS klim, s.rate_limit AS rlim,
+                    s.rate_window_ms AS rwin, s.rate_per_key AS rkey, s.fairness -> 'weights' AS weights,
+                    COALESCE(s.keys_paused_until > ts, false) AS kp
+               FROM queues s
+              WHERE s.name = ANY (queues) AND s.fairness IS NOT NULL AND s.paused_at IS NULL
+                AND NOT EXISTS (SELECT 1 FROM queue_keys p WHERE p.queue = s.name AND p.key = '' AND p.paused_until > ts)
+              ORDER BY array_position(queues, s.name) LOOP
+    EXIT WHEN need <= 0;
+    q := cfg.name;
+    room := need;
+    IF cfg.qlim IS NOT NULL THEN
+      room := LEAST(room, cfg.qlim - (SELECT count(*) FROM jobs j WHERE j.queue = q AND j.status = 'running'));
+    END IF;
+    IF cfg.rlim IS NOT NULL AND NOT cfg.rkey THEN
+      room := LEAST(room, cfg.rlim - (SELECT count(*) FROM rate_starts r
+                                       WHERE r.queue = q AND r.started_at > ts - cfg.rwin * interval '1 millisecond'));
+    END IF;
+    CONTINUE WHEN room <= 0;
+    SELECT c.cursor_key, c.open, c.quantum INTO cur, v_open, quantum FROM fair_queues c WHERE c.queue = q;
+    IF NOT FOUND THEN
+      INSERT INTO fair_queues (queue) VALUES (q);
+      cur := NULL;
+      v_open := false;
+      quantum := 1;
+    END IF;
+    steps := 0;
+    wraps := 0;
+    served := 0;
+    began_inside := cur IS NOT NULL;
+    -- Each step visits one key: at most a few per job claimed, and at most one round and a bit.
+    u_key := '{}';
+    u_credit := '{}';
+    u_pri := '{}';
+    u_run := '{}';
+    u_id := '{}';
+    u_swept := '{}';
+    -- Each step visits one key: at most a few per job claimed. Three statements a visit (the next known key,
+    -- the descent for a new key before it, the key's jobs); the keys' state is written once, at the end.
+    WHILE room > 0 AND steps < GREATEST(64, 4 * room) LOOP
+      steps := steps + 1;
+      IF v_open AND cur IS NOT NULL THEN
+        -- The cursor's key still holds credit from its visit (a batch ended inside its quantum): no new credit.
+        k := cur;
+        IF array_position(u_key, k) IS NULL THEN
+          SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key = k;
+        END IF;
+      ELSIF cur IS NULL THEN
+        -- A round begins with '' (jobs without a key), then keys in key order.
+        k := '';
+        SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key = '';
+        IF NOT FOUND THEN
+          IF EXISTS (SELECT 1 FROM jobs j WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending') THEN
+            INSERT INTO fair_keys (queue, key) VALUES (q, '') RETURNING * INTO st;
+          ELSE
+            cur := '';
+            CONTINUE;
+          END IF;
+        END IF;
+      ELSE
+        SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key > cur ORDER BY f.key LIMIT 1;
+        known_next := CASE WHEN FOUND THEN st.key END;
+        -- Bounded by the next known key: an index descent that stops at once when no new key lies between.
+        -- (Two statements, not an OR: a generic plan could not bound the scan by a maybe-NULL value.)
+        IF known_next IS NULL THEN
+          v_new := (SELECT j.concurrency_key FROM jobs j
+                     WHERE j.queue = q AND j.status = 'pending' AND j.concurrency_key > cur
+                     ORDER BY j.concurrency_key LIMIT 1);
+        ELSE
+          v_new := (SELECT j.concurrency_key FROM jobs j
+                     WHERE j.queue = q AND j.status = 'pending' AND j.concurrency_key > cur
+                       AND j.concurrency_key < known_next
+                     ORDER BY j.concurrency_key LIMIT 1);
+        END IF;
+        IF v_new IS NOT NULL THEN
+          -- A key that just appeared: rounds go back to a quantum of 1 (its first turn comes soon).
+          quantum := 1;
+          INSERT INTO fair_keys (queue, key) VALUES (q, v_new)
+          ON CONFLICT ON CONSTRAINT fair_keys_pkey DO UPDATE SET credit = fair_keys.credit RETURNING * INTO st;
+        ELSIF known_next IS NULL THEN
+          -- End of a round: a whole round that served nothing ends the walk.
+          wraps := wraps + 1;
+          EXIT WHEN wraps >= 2 AND served = 0;
+          -- The next round's quantum (every key of a round gets the same, so each round's shares are the
+          -- weights' exactly): 1 after a round this call began inside; after a whole round walked here,
+          -- doubled when what is left of the batch holds two such rounds, else the same.
+          quantum := CASE WHEN wraps < 2 AND began_inside THEN 1
+                          WHEN room >= 2 * served THEN quantum * 2
+                          ELSE quantum END;
+          served := 0;
+          cur := NULL;
+          CONTINUE;
+        END IF;
+        k := st.key;
+      END IF;
+      -- This call's view of the key: met before in this walk (its state not yet written), or as stored.
+      pos := array_position(u_key, k);
+      IF pos IS NULL THEN
+        u_key := u_key || k;
+        u_credit := u_credit || st.credit;
+        u_pri := u_pri || st.floor_priority;
+        u_run := u_run || st.floor_run_at;
+        u_id := u_id || st.floor_id;
+        u_swept := u_swept || (sweep OR st.floor_priority IS NULL
+                               OR st.swept_at < now() - interval '${FAIR_SWEEP_MS} milliseconds');
+        pos := cardinality(u_key);
+      END IF;
+      v_credit := CASE WHEN v_open AND cur = k THEN u_credit[pos]
+                       ELSE u_credit[pos] + quantum * COALESCE((cfg.weights ->> k)::double precision, 1) END;
+      v_open := false;
+      cur := k;
+      take := LEAST(floor(v_credit)::integer, room);
+      -- A paused key, or one at its limits, forfeits its turn (and its credit).
+      IF cfg.kp AND k <> '' AND EXISTS (SELECT 1 FROM queue_keys p WHERE p.queue = q AND p.key = k AND p.paused_until > ts) THEN
+        take := -1;
+      END IF;
+      IF take > 0 AND k <> '' AND (cfg.klim IS NOT NULL OR cfg.rkey) THEN
+        mine := (SELECT count(*) FROM unnest(c_q, c_key) AS m(mq, mk) WHERE m.mq = q AND m.mk = k);
+        IF cfg.klim IS NOT NULL THEN
+          take := LEAST(take, cfg.klim - mine - (SELECT count(*) FROM jobs j
+                                                  WHERE j.queue = q AND j.concurrency_key = k AND j.status = 'running')::integer);
+        END IF;
+        IF cfg.rlim IS NOT NULL AND cfg.rkey THEN
+          take := LEAST(take, cfg.rlim - mine - (SELECT count(*) FROM rate_starts r
+                                                  WHERE r.queue = q AND r.key = k
+                                                    AND r.started_at > ts - cfg.rwin * interval '1 millisecond')::integer);
+        END IF;
+      END IF;
+      IF take <= 0 THEN
+        -- Credit below one (a weight under 1) is kept for the next round; a key that cannot start forfeits it.
+        u_credit[pos] := CASE WHEN take = 0 AND floor(v_credit) = 0 THEN v_credit ELSE 0 END;
+        CONTINUE;
+      END IF;
+      IF u_swept[pos] THEN
+        -- From the key's start (its top level): the first visit, a sweep due, or one asked for.
+        f_pri := CASE WHEN k = '' THEN ${top("j.concurrency_key IS NULL")} ELSE ${top("j.concurrency_key = k")} END;
+        f_run := '-infinity';
+        f_id := 0;
+      ELSE
+        f_pri := u_pri[pos];
+        f_run := LEAST(u_run[pos], horizon);
+        f_id := CASE WHEN u_run[pos] > horizon THEN 0 ELSE u_id[pos] END;
+      END IF;
+      got := 0;
+      IF f_pri IS NOT NULL THEN
+        IF k = '' THEN
+          ${fetch("j.concurrency_key IS NULL")}
+        ELSE
+          ${fetch("j.concurrency_key = k")}
+        END IF;
+        got := COALESCE(cardinality(got_id), 0);
+      END IF;
+      IF got > 0 THEN
+        c_id := c_id || got_id;
+        c_q := c_q || array_fill(q, ARRAY[got]);
+        c_key := c_key || array_fill(k, ARRAY[got]);
+        served := served + got;
+        room := room - got;
+        need := need - got;
+        -- A key that gave fewer than it could is empty for now: its leftover credit goes (deficit round robin).
+        v_credit := CASE WHEN got < take THEN 0 ELSE v_credit - got END;
+        v_open := v_credit >= 1;
+        u_credit[pos] := v_credit;
+        u_pri[pos] := got_pri[got];
+        u_run[pos] := got_run[got];
+        u_id[pos] := got_id[got];
+      ELSE
+        u_credit[pos] := 0;
+      END IF;
+    END LOOP;
+    -- The keys met, written once: credit, floor (kept when the visit claimed nothing), when last swept.
+    UPDATE fair_keys f
+       SET credit = u.c, floor_priority = u.p, floor_run_at = u.r, floor_id = u.i,
+           swept_at = CASE WHEN u.s THEN now() ELSE f.swept_at END
+      FROM unnest(u_key, u_credit, u_pri, u_run, u_id, u_swept) AS u(k, c, p, r, i, s)
+     WHERE f.queue = q AND f.key = u.k;
+    UPDATE fair_queues c SET cursor_key = cur, open = v_open, quantum = fair_queues_q.v
+      FROM (SELECT quantum AS v) fair_queues_q WHERE c.queue = q;
+  END LOOP;
+  IF cardinality(c_id) = 0 THEN
+    RETURN;
+  END IF;
+
+  -- Claimed in the order the walk took them; rate-limited queues log their starts (trimmed here as in flow.ts).
+  started := ts;
+  RETURN QUERY
+  WITH claimed AS (
+    UPDATE jobs AS j
+       SET status = 'running', attempts = j.attempts + 1, locked_at = started, locked_by = worker,
+           lease = ${RANDOM_LEASE},
+           lease_expires_at = now() + lease_ms * interval '1 millisecond', updated_at = now()
+     WHERE j.id = ANY (c_id) AND j.status = 'pending'
+    RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.lease, j.run_at,
+              j.created_at, j.headers, j.concurrency_key, j.locked_at, j.on_parent_failure),
+  logged AS (
+    INSERT INTO rate_starts (queue, key, started_at)
+    SELECT c.queue, c.concurrency_key, started FROM claimed c JOIN queues s ON s.name = c.queue
+     WHERE s.rate_limit IS NOT NULL),
+  trimmed AS (
+    DELETE FROM rate_starts r USING queues s
+     WHERE s.name = ANY (queues) AND s.fairness IS NOT NULL AND r.queue = s.name
+       AND (s.rate_limit IS NULL OR r.started_at <= started - s.rate_window_ms * interval '1 millisecond'))
+  SELECT c.*, false FROM claimed c JOIN unnest(c_id) WITH ORDINALITY AS o(id, nr) ON o.id = c.id ORDER BY o.nr;
+END
+$fn$;`;
+}
