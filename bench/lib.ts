@@ -6,7 +6,10 @@
  * Invariant: a system that cannot run (e.g. no Redis) reports why; the bench
  * never prints a number it did not measure.
  */
+import { readFileSync } from "node:fs";
 import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import pg from "pg";
 
 export interface BenchEnv {
@@ -36,6 +39,8 @@ export interface StartOptions {
 
 export interface SystemAdapter {
   readonly name: string;
+  /** The library's installed version (its package.json), printed with the results. */
+  readonly version: string;
   /** The settings used, printed with the results (each system's documented fastest). */
   readonly settings: string;
   /** Creates/migrates its schema or queue. Resolves to null when usable, else the reason it is not (e.g. "no Redis"). */
@@ -68,6 +73,20 @@ export interface SystemAdapter {
   teardown(): Promise<void>;
   /** Closes connections (without dropping anything). */
   close(): Promise<void>;
+}
+
+/** The installed version of a package of this checkout (node_modules/<name>/package.json; skipq: the root's), or "?". */
+export function packageVersion(name: string): string {
+  const root = path.join(path.dirname(fileURLToPath(import.meta.url)), "..");
+  for (const file of [path.join(root, "node_modules", name, "package.json"), path.join(root, "package.json")]) {
+    try {
+      const pkg = JSON.parse(readFileSync(file, "utf8")) as { name?: string; version?: string };
+      if (pkg.name === name && pkg.version) return pkg.version;
+    } catch {
+      // not installed there
+    }
+  }
+  return "?";
 }
 
 export type AdapterFactory = (env: BenchEnv, tag: string) => SystemAdapter;

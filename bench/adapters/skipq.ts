@@ -6,7 +6,7 @@
  */
 import pg from "pg";
 import { Admin, Skipq, silentLogger } from "skipq";
-import { type AdapterFactory, type SystemAdapter, timedPool } from "../lib.js";
+import { type AdapterFactory, packageVersion, type SystemAdapter, timedPool } from "../lib.js";
 
 export const create: AdapterFactory = (env, tag): SystemAdapter => {
   const schema = `bench_skipq_${tag}`;
@@ -15,6 +15,7 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
   admin.on("error", () => undefined);
   return {
     name: "skipq",
+    version: packageVersion("skipq"),
     settings: "defaults: batched claims (prefetch) and completions, prepared statements, LISTEN/NOTIFY",
     async setup() {
       await skipq.migrate();
