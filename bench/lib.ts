@@ -60,6 +60,16 @@ export interface SystemAdapter {
   startWorker(options: StartOptions): Promise<WorkerHandle>;
   /** Fills the table like the seeds' big one: `completed` terminal rows and `pending` runnable ones. Absent: n/a. */
   seedBig?(pending: number, completed: number): Promise<string>;
+  /**
+   * Adds `n` runnable jobs of the served queue by plain SQL, for systems whose bulk API is too slow
+   * to fill a 1,000,000-job backlog within the run (pg-boss); absent: the bench uses enqueueBulk.
+   */
+  seedPending?(n: number): Promise<void>;
+  /**
+   * One-job claims through the system's SQL protocol (skipq's `skipq_claim`), called directly on
+   * one connection: each round trip in ms, the first 10 dropped, at most `count`, until `deadline`.
+   */
+  sampleProtocolClaims?(count: number, deadline: number): Promise<number[]>;
   /** Adds `n` pending jobs that no worker of the bench reads (another queue or task); resolves to what was seeded. */
   seedIdle?(n: number): Promise<string>;
   /**

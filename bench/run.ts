@@ -65,7 +65,7 @@ function parseArgs(argv: string[]): Args {
   const args: Args = {
     quick: false,
     systems: Object.keys(adapters),
-    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15],
     out: path.join(here, "RESULTS.md"),
     keep: false,
   };
@@ -121,6 +121,10 @@ const sizes = args.quick
       history: 50_000,
       retention: 20_000,
       outbox: { manyKeys: 2_000, oneKey: 500, floor: 2_000, reps: 1, limitMs: 10_000 },
+      held: 2_000,
+      heldLimitMs: 15_000,
+      heldBig: 5_000,
+      heldBigLimitMs: 15_000,
     }
   : {
       bulk: 100_000,
@@ -138,6 +142,10 @@ const sizes = args.quick
       history: 5_000_000,
       retention: 1_000_000,
       outbox: { manyKeys: 20_000, oneKey: 5_000, floor: 20_000, reps: 3, limitMs: 15_000 },
+      held: 200_000,
+      heldLimitMs: 90_000,
+      heldBig: 1_000_000,
+      heldBigLimitMs: 180_000,
     };
 if (args.reps !== undefined) {
   sizes.reps = args.reps;
@@ -293,6 +301,74 @@ async function main(): Promise<void> {
   };
   const p = (values: number[], q: number) => (values.length ? ms(percentile(values, q)) : "—");
   const hotJobs = () => Array.from({ length: Math.max(2_000, sizes.claimSamples * 3) }, (_, i) => ({ i }));
+
+  /** The systems the held-snapshot scenarios run (issue 22): skipq and the PostgreSQL peers it names. */
+  const heldSystems = () => systems.filter((s) => ["skipq", "graphile-worker", "pg-boss"].includes(s.key));
+  /**
+   * Another session holding a REPEATABLE READ snapshot: BEGIN, then `SELECT 1` takes the snapshot
+   * (its xmin pins every row version that committed after it). Resolves once pg_stat_activity shows
+   * its backend_xmin; the returned function ends the transaction.
+   */
+  const holdSnapshot = async (): Promise<{ xmin: string; release: () => Promise<void> }> => {
+    const client = new pg.Client({ connectionString: databaseUrl, application_name: "skipq-bench-held-snapshot" });
+    client.on("error", () => undefined);
+    await client.connect();
+    await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    await client.query("SELECT 1");
+    const { rows } = await admin.query<{ xmin: string | null }>(
+      "SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = $1",
+      [(client as unknown as { processID: number }).processID],
+    );
+    const release = async () => {
+      await client.query("ROLLBACK").catch(() => undefined);
+      await client.end().catch(() => undefined);
+    };
+    interrupted.push(release);
+    if (!rows[0]?.xmin) {
+      await release();
+      throw new Error("the held session shows no backend_xmin: its snapshot is not held");
+    }
+    return { xmin: rows[0].xmin, release };
+  };
+  /** Fills the served queue with `n` runnable jobs: the system's SQL seed when it has one, else its bulk API in chunks. */
+  const fillQueue = async (adapter: SystemAdapter, n: number) => {
+    if (adapter.seedPending) await adapter.seedPending(n);
+    else {
+      for (let done = 0; done < n; done += 100_000) {
+        await adapter.enqueueBulk(Array.from({ length: Math.min(100_000, n - done) }, (_, i) => ({ i: done + i })));
+      }
+    }
+    await adapter.analyze();
+  };
+  /**
+   * One drain of `jobs` by one in-process worker at concurrency 10 (library defaults otherwise), with the
+   * moment each tenth of the jobs had started: jobs/s over the whole drain (until the worker has stopped
+   * with every completion recorded) and per tenth (NaN for a tenth not reached within `limitMs`).
+   */
+  const drainByTenths = async (adapter: SystemAdapter, jobs: number, limitMs: number) => {
+    let count = 0;
+    const marks: number[] = [];
+    const tenth = jobs / 10;
+    const worker = await adapter.startWorker({
+      concurrency: 10,
+      onJob: () => {
+        count++;
+        if (count >= (marks.length + 1) * tenth) marks.push(performance.now());
+      },
+    });
+    const before = count;
+    const t0 = performance.now();
+    const done = await waitFor(() => count >= jobs, Date.now() + limitMs, 5);
+    await worker.stop();
+    const took = performance.now() - t0;
+    const tenths = Array.from({ length: 10 }, (_, k) => {
+      const end = marks[k];
+      const start = k === 0 ? t0 : marks[k - 1];
+      return end === undefined || start === undefined ? Number.NaN : tenth / (Math.max(0.001, end - start) / 1000);
+    });
+    return { rate: (count - before) / (took / 1000), handled: count - before, seconds: took / 1000, done, tenths };
+  };
+  const ratio = (a: number, b: number) => (Number.isFinite(a / b) ? `${(a / b).toFixed(2)}×` : "—");
 
   /** Drops what a running scenario created, should a signal stop the run in the middle of it. */
   const interrupted: Array<() => Promise<void>> = [];
@@ -660,6 +736,96 @@ async function main(): Promise<void> {
     },
   };
 
+  scenarios[14] = async () => {
+    const rows: Cell[][] = [];
+    const summary: string[] = [];
+    for (const { adapter, unavailable } of heldSystems()) {
+      if (unavailable) {
+        rows.push([adapter.name, unavailable]);
+        continue;
+      }
+      const run = async (held: boolean) => {
+        await adapter.reset();
+        // The snapshot is taken before the enqueue: every job of the drain is newer than it.
+        const snapshot = held ? await holdSnapshot() : undefined;
+        try {
+          await fillQueue(adapter, sizes.held);
+          return { ...(await drainByTenths(adapter, sizes.held, sizes.heldLimitMs)), xmin: snapshot?.xmin };
+        } finally {
+          await snapshot?.release();
+          await adapter.reset();
+        }
+      };
+      const unheld = await run(false);
+      const held = await run(true);
+      const note = (r: typeof held) =>
+        r.done ? "" : `stopped at the ${sizes.heldLimitMs / 1000} s bound after ${fmt(r.handled)} jobs`;
+      const lastOf = (r: typeof held) => r.tenths[9] as number;
+      rows.push(
+        [`${adapter.name}, no snapshot held`, fmt(unheld.rate), fmt(lastOf(unheld)), "", "", note(unheld)],
+        [
+          `${adapter.name}, snapshot held (xmin ${held.xmin})`,
+          fmt(held.rate),
+          fmt(lastOf(held)),
+          `**${ratio(held.rate, unheld.rate)}**`,
+          `**${ratio(lastOf(held), lastOf(unheld))}**`,
+          note(held),
+        ],
+      );
+      summary.push(
+        `${adapter.name}: held/unheld ${ratio(held.rate, unheld.rate)}, last tenth ${ratio(lastOf(held), lastOf(unheld))}`,
+      );
+      log(
+        `held snapshot ${adapter.name}: ${fmt(unheld.rate)} → ${fmt(held.rate)} jobs/s (${ratio(held.rate, unheld.rate)}), last tenth ${fmt(lastOf(unheld))} → ${fmt(lastOf(held))} (${ratio(lastOf(held), lastOf(unheld))})`,
+      );
+    }
+    tables.push({
+      title: `14. Held snapshot: a ${fmt(sizes.held)}-job drain with and without another session's REPEATABLE READ snapshot`,
+      note: `One process, concurrency 10, library defaults otherwise (peers: the settings above). Held: another session runs \`BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1\` before the enqueue and keeps the transaction open until the drain has stopped (its backend_xmin is checked), so no row version the drain leaves behind can be pruned. Rate: from the moment the worker is up until it has stopped with every completion recorded; last tenth: the rate over the last ${fmt(sizes.held / 10)} jobs to start. One drain each, unheld first, moments apart. Targets (skipq): ≥ 0.9× overall, ≥ 0.8× over the last tenth.`,
+      header: ["System", "jobs/s", "last tenth jobs/s", "held/unheld", "last tenth held/unheld", "note"],
+      rows,
+      ratio: summary.join("; "),
+    });
+  };
+
+  scenarios[15] = async () => {
+    const rows: Cell[][] = [];
+    for (const { adapter, unavailable } of heldSystems()) {
+      if (unavailable) {
+        rows.push([adapter.name, unavailable]);
+        continue;
+      }
+      await adapter.reset();
+      const snapshot = await holdSnapshot();
+      let result: Awaited<ReturnType<typeof drainByTenths>>;
+      try {
+        const fillStart = performance.now();
+        await fillQueue(adapter, sizes.heldBig);
+        log(`held 1M ${adapter.name}: filled in ${fmt((performance.now() - fillStart) / 1000, 1)} s`);
+        result = await drainByTenths(adapter, sizes.heldBig, sizes.heldBigLimitMs);
+      } finally {
+        await snapshot.release();
+        await adapter.reset();
+      }
+      const reached = result.tenths.filter(Number.isFinite).length;
+      rows.push([
+        adapter.name,
+        fmt(result.rate),
+        ...result.tenths.map((t) => fmt(t)),
+        result.done
+          ? `${fmt(result.seconds, 1)} s`
+          : `stopped at the ${sizes.heldBigLimitMs / 1000} s bound after ${fmt(result.handled)} jobs (${reached} of 10 tenths)`,
+      ]);
+      log(`held 1M ${adapter.name}: ${fmt(result.rate)} jobs/s; tenths ${result.tenths.map((t) => fmt(t)).join(" ")}`);
+    }
+    tables.push({
+      title: `15. A ${fmt(sizes.heldBig)}-job drain under a held snapshot: jobs/s per tenth of the jobs`,
+      note: `As scenario 14's held run (snapshot taken before the enqueue, kept for the whole drain), one drain per system, bounded at ${sizes.heldBigLimitMs / 1000} s (a system stopped there is marked, with the tenths it reached). pg-boss's backlog is inserted by SQL (its \`insert()\` would take minutes); the others use their bulk API. Columns 1-10: jobs/s over each successive tenth of the jobs to start.`,
+      header: ["System", "jobs/s", ...Array.from({ length: 10 }, (_, k) => `${k + 1}/10`), "drain"],
+      rows,
+    });
+  };
+
   scenarios[10] = async () => {
     const rows: Cell[][] = [];
     const loadedP95 = new Map<string, number>();
@@ -832,7 +998,7 @@ async function main(): Promise<void> {
   try {
     for (const n of args.scenarios) {
       const scenario = scenarios[n];
-      if (!scenario) throw new Error(`no scenario ${n} (1-12)`);
+      if (!scenario) throw new Error(`no scenario ${n} (1-12, 14, 15; 13 is --fleet)`);
       log(`scenario ${n}`);
       await scenario();
       // Written after every scenario, so a failure later keeps what was measured.

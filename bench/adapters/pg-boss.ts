@@ -108,6 +108,12 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       await this.analyze();
       return `${completed} completed + ${pending} pending rows`;
     },
+    async seedPending(n) {
+      await admin.query(`INSERT INTO "${schema}".job (name, data) SELECT $1, '{}' FROM generate_series(1, $2::int)`, [
+        QUEUE,
+        n,
+      ]);
+    },
     async seedIdle(n) {
       const b = await producer();
       const queues = ["idle", ...Array.from({ length: 18 }, (_, i) => `other-${i}`)];

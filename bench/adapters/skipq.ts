@@ -73,6 +73,26 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       await this.analyze();
       return `${completed} completed + ${pending} pending rows`;
     },
+    async sampleProtocolClaims(count, deadline) {
+      // The SQL protocol's claim (docs/protocol.md) as a client in another language calls it: a named
+      // statement on one connection, one job a call (left running: its lease outlives the sampling).
+      const client = await admin.connect();
+      const samples: number[] = [];
+      try {
+        for (let i = 0; i < count + 10 && Date.now() < deadline; i++) {
+          const t0 = performance.now();
+          const { rows } = await client.query({
+            name: "bench_protocol_claim",
+            text: `SELECT id FROM "${schema}".skipq_claim(ARRAY['default'], 1, 'bench-protocol', 300000)`,
+          });
+          if (rows.length === 0) break;
+          samples.push(performance.now() - t0);
+        }
+      } finally {
+        client.release();
+      }
+      return samples.slice(10);
+    },
     async seedIdle(n) {
       // A bulk import parked in a queue nobody serves, beside 18 small queues also unserved.
       await admin.query(
