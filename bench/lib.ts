@@ -187,6 +187,40 @@ export function timedPool(
   return pool;
 }
 
+/**
+ * A pg.Client class whose instances report the round trip of every statement matching `pattern`,
+ * for libraries that build their own pool from a config (`Client` is a pg.Pool option): BullMQ's
+ * PostgreSQL backend pins the schema only on a pool it builds itself.
+ */
+export function timedClientClass(pattern: RegExp, onMatch: (ms: number) => void): typeof pg.Client {
+  return class TimedClient extends pg.Client {
+    // biome-ignore lint/suspicious/noExplicitAny: pg's query has many overloads; this passes them all through
+    override query(...args: any[]): any {
+      const first = args[0] as string | { text?: string } | undefined;
+      const text = typeof first === "string" ? first : (first?.text ?? "");
+      // biome-ignore lint/suspicious/noExplicitAny: as above
+      const run = () => (super.query as (...a: any[]) => any).apply(this, args);
+      if (!pattern.test(text)) return run();
+      const started = performance.now();
+      const last = args[args.length - 1];
+      if (typeof last === "function") {
+        // pg.Pool's query() passes a callback.
+        args[args.length - 1] = (error: Error | null, result?: unknown) => {
+          if (!error) onMatch(performance.now() - started);
+          (last as Callback)(error, result);
+        };
+        return run();
+      }
+      const result = run() as Promise<unknown> | undefined;
+      result?.then?.(
+        () => onMatch(performance.now() - started),
+        () => undefined,
+      );
+      return result;
+    }
+  };
+}
+
 /** `SHOW` a server setting. */
 export async function show(pool: pg.Pool, name: string): Promise<string> {
   const { rows } = await pool.query(`SHOW ${name}`);

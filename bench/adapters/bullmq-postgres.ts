@@ -14,7 +14,7 @@ import {
   Worker,
 } from "bullmq";
 import pg from "pg";
-import { type AdapterFactory, packageVersion, type SystemAdapter, timedPool } from "../lib.js";
+import { type AdapterFactory, packageVersion, type SystemAdapter, timedClientClass } from "../lib.js";
 
 const QUEUE = "noop";
 
@@ -60,22 +60,20 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       await getQueue().add("noop", payload);
     },
     async startWorker({ concurrency, onJob, onClaim }) {
-      // The claim functions are called by name; a pool of our own carries the schema on its search_path.
-      const pool = onClaim
-        ? timedPool(
-            `${env.databaseUrl}${env.databaseUrl.includes("?") ? "&" : "?"}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
-            concurrency + 2,
-            /move_to_active|move_to_completed_fetch/,
-            onClaim,
-          )
-        : undefined;
+      // Its claim statements are timed by a pg.Client class of ours: the pool it builds pins the schema.
+      const Client = onClaim ? timedClientClass(/move_to_active|move_to_completed_fetch/, onClaim) : undefined;
       const worker = new Worker(
         QUEUE,
         async (job) => {
           onJob(job.data);
         },
         {
-          connection: pool ?? { connectionString: env.databaseUrl, schema, max: concurrency + 2 },
+          connection: {
+            connectionString: env.databaseUrl,
+            schema,
+            max: concurrency + 2,
+            ...(Client ? { Client } : {}),
+          },
           concurrency,
           removeOnComplete: { count: 0 },
         },
@@ -86,7 +84,6 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       return {
         async stop() {
           await worker.close();
-          await pool?.end();
         },
       };
     },

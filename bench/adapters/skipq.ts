@@ -44,7 +44,9 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       await skipq.enqueue("noop", payload);
     },
     async startWorker({ concurrency, onJob, onClaim, single, batch, noRetention }) {
-      const pool = onClaim ? timedPool(env.databaseUrl, 4 + concurrency, /SKIP LOCKED/, onClaim) : undefined;
+      const pool = onClaim
+        ? timedPool(env.databaseUrl, 4 + concurrency, /SKIP LOCKED|skipq_claim/, onClaim)
+        : undefined;
       const worker = skipq.worker({
         concurrency,
         ...(single ? { batchSize: 1, prefetch: 0 } : {}),
