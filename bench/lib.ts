@@ -6,7 +6,10 @@
  * Invariant: a system that cannot run (e.g. no Redis) reports why; the bench
  * never prints a number it did not measure.
  */
+import { readFileSync } from "node:fs";
 import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import pg from "pg";
 
 export interface BenchEnv {
@@ -36,6 +39,8 @@ export interface StartOptions {
 
 export interface SystemAdapter {
   readonly name: string;
+  /** The library's installed version (its package.json), printed with the results. */
+  readonly version: string;
   /** The settings used, printed with the results (each system's documented fastest). */
   readonly settings: string;
   /** Creates/migrates its schema or queue. Resolves to null when usable, else the reason it is not (e.g. "no Redis"). */
@@ -55,6 +60,16 @@ export interface SystemAdapter {
   startWorker(options: StartOptions): Promise<WorkerHandle>;
   /** Fills the table like the seeds' big one: `completed` terminal rows and `pending` runnable ones. Absent: n/a. */
   seedBig?(pending: number, completed: number): Promise<string>;
+  /**
+   * Adds `n` runnable jobs of the served queue by plain SQL, for systems whose bulk API is too slow
+   * to fill a 1,000,000-job backlog within the run (pg-boss); absent: the bench uses enqueueBulk.
+   */
+  seedPending?(n: number): Promise<void>;
+  /**
+   * One-job claims through the system's SQL protocol (skipq's `skipq_claim`), called directly on
+   * one connection: each round trip in ms, the first 10 dropped, at most `count`, until `deadline`.
+   */
+  sampleProtocolClaims?(count: number, deadline: number): Promise<number[]>;
   /** Adds `n` pending jobs that no worker of the bench reads (another queue or task); resolves to what was seeded. */
   seedIdle?(n: number): Promise<string>;
   /**
@@ -68,6 +83,20 @@ export interface SystemAdapter {
   teardown(): Promise<void>;
   /** Closes connections (without dropping anything). */
   close(): Promise<void>;
+}
+
+/** The installed version of a package of this checkout (node_modules/<name>/package.json; skipq: the root's), or "?". */
+export function packageVersion(name: string): string {
+  const root = path.join(path.dirname(fileURLToPath(import.meta.url)), "..");
+  for (const file of [path.join(root, "node_modules", name, "package.json"), path.join(root, "package.json")]) {
+    try {
+      const pkg = JSON.parse(readFileSync(file, "utf8")) as { name?: string; version?: string };
+      if (pkg.name === name && pkg.version) return pkg.version;
+    } catch {
+      // not installed there
+    }
+  }
+  return "?";
 }
 
 export type AdapterFactory = (env: BenchEnv, tag: string) => SystemAdapter;
@@ -156,6 +185,40 @@ export function timedPool(
     };
   });
   return pool;
+}
+
+/**
+ * A pg.Client class whose instances report the round trip of every statement matching `pattern`,
+ * for libraries that build their own pool from a config (`Client` is a pg.Pool option): BullMQ's
+ * PostgreSQL backend pins the schema only on a pool it builds itself.
+ */
+export function timedClientClass(pattern: RegExp, onMatch: (ms: number) => void): typeof pg.Client {
+  return class TimedClient extends pg.Client {
+    // biome-ignore lint/suspicious/noExplicitAny: pg's query has many overloads; this passes them all through
+    override query(...args: any[]): any {
+      const first = args[0] as string | { text?: string } | undefined;
+      const text = typeof first === "string" ? first : (first?.text ?? "");
+      // biome-ignore lint/suspicious/noExplicitAny: as above
+      const run = () => (super.query as (...a: any[]) => any).apply(this, args);
+      if (!pattern.test(text)) return run();
+      const started = performance.now();
+      const last = args[args.length - 1];
+      if (typeof last === "function") {
+        // pg.Pool's query() passes a callback.
+        args[args.length - 1] = (error: Error | null, result?: unknown) => {
+          if (!error) onMatch(performance.now() - started);
+          (last as Callback)(error, result);
+        };
+        return run();
+      }
+      const result = run() as Promise<unknown> | undefined;
+      result?.then?.(
+        () => onMatch(performance.now() - started),
+        () => undefined,
+      );
+      return result;
+    }
+  };
 }
 
 /** `SHOW` a server setting. */

@@ -8,22 +8,49 @@
  *   npm run bench -- --systems skipq,graphile-worker --scenarios 3,7 --out /tmp/r.md
  *
  * PostgreSQL: DATABASE_URL, else a throwaway embedded server (fsync on).
+ * Node: the peers' current majors (graphile-worker 0.18, pg-boss 12) need Node ≥ 22, so under
+ * an older node the harness re-runs itself under the pinned Node 24 (scripts/runtimes.mjs,
+ * installed from npm into .ci-runtimes/ when missing) and says so; children inherit it.
  * Invariants: every scenario is time-bounded; a system that cannot run says
  * why instead of printing a number; every schema it creates is dropped.
  */
-import { type ChildProcess, fork } from "node:child_process";
+import { type ChildProcess, execFileSync, fork, spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { EmbeddedPostgres } from "../src/internal/embeddedPostgres.js";
-import { adapters } from "./adapters/index.js";
 import { runFloor } from "./floor.js";
 import { type BenchEnv, median, percentile, type SystemAdapter, show, sleep, waitFor } from "./lib.js";
 import { runOutboxBench } from "./outbox.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+
+/** The oldest Node major the peers' current releases run on (graphile-worker 0.18: ≥ 22.18). */
+const PEERS_NODE_MAJOR = 22;
+if (Number(process.versions.node.split(".")[0]) < PEERS_NODE_MAJOR) {
+  // Before the adapters are imported: pg-boss 12 and graphile-worker 0.18 are not loaded under this node.
+  const runtimes = path.join(here, "..", "scripts", "runtimes.mjs");
+  execFileSync(process.execPath, [runtimes, "install", "node24"], { stdio: ["ignore", "ignore", "inherit"] });
+  const node24 = execFileSync(process.execPath, [runtimes, "path", "node24"], { encoding: "utf8" }).trim();
+  console.log(
+    `[bench] Node ${process.version} is older than the peers need (graphile-worker 0.18, pg-boss 12: Node >= ${PEERS_NODE_MAJOR}): running the bench under ${path.relative(process.cwd(), node24)} (Node 24, scripts/runtimes.mjs)`,
+  );
+  const child = spawn(node24, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+    stdio: "inherit",
+    env: { ...process.env, SKIPQ_BENCH_LAUNCHED_BY: process.version },
+  });
+  // A terminal's Ctrl-C reaches both processes; a signal sent to this one alone is passed on.
+  for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => child.kill(signal));
+  const code = await new Promise<number>((resolve) =>
+    child.on("exit", (status, signal) => resolve(status ?? (signal ? 130 : 1))),
+  );
+  process.exit(code);
+}
+const { adapters } = await import("./adapters/index.js");
+/** The host's load when the run began (the machine is shared: RESULTS.md prints it beside the load at the end). */
+const loadAtStart = os.loadavg();
 
 interface Args {
   quick: boolean;
@@ -38,7 +65,7 @@ function parseArgs(argv: string[]): Args {
   const args: Args = {
     quick: false,
     systems: Object.keys(adapters),
-    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14],
+    scenarios: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16],
     out: path.join(here, "RESULTS.md"),
     keep: false,
   };
@@ -94,6 +121,10 @@ const sizes = args.quick
       history: 50_000,
       retention: 20_000,
       outbox: { manyKeys: 2_000, oneKey: 500, floor: 2_000, reps: 1, limitMs: 10_000 },
+      held: 2_000,
+      heldLimitMs: 15_000,
+      heldBig: 5_000,
+      heldBigLimitMs: 15_000,
     }
   : {
       bulk: 100_000,
@@ -111,6 +142,10 @@ const sizes = args.quick
       history: 5_000_000,
       retention: 1_000_000,
       outbox: { manyKeys: 20_000, oneKey: 5_000, floor: 20_000, reps: 3, limitMs: 15_000 },
+      held: 200_000,
+      heldLimitMs: 90_000,
+      heldBig: 1_000_000,
+      heldBigLimitMs: 180_000,
     };
 if (args.reps !== undefined) {
   sizes.reps = args.reps;
@@ -266,6 +301,74 @@ async function main(): Promise<void> {
   };
   const p = (values: number[], q: number) => (values.length ? ms(percentile(values, q)) : "—");
   const hotJobs = () => Array.from({ length: Math.max(2_000, sizes.claimSamples * 3) }, (_, i) => ({ i }));
+
+  /** The systems the held-snapshot scenarios run (issue 22): skipq and the PostgreSQL peers it names. */
+  const heldSystems = () => systems.filter((s) => ["skipq", "graphile-worker", "pg-boss"].includes(s.key));
+  /**
+   * Another session holding a REPEATABLE READ snapshot: BEGIN, then `SELECT 1` takes the snapshot
+   * (its xmin pins every row version that committed after it). Resolves once pg_stat_activity shows
+   * its backend_xmin; the returned function ends the transaction.
+   */
+  const holdSnapshot = async (): Promise<{ xmin: string; release: () => Promise<void> }> => {
+    const client = new pg.Client({ connectionString: databaseUrl, application_name: "skipq-bench-held-snapshot" });
+    client.on("error", () => undefined);
+    await client.connect();
+    await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    await client.query("SELECT 1");
+    const { rows } = await admin.query<{ xmin: string | null }>(
+      "SELECT backend_xmin::text AS xmin FROM pg_stat_activity WHERE pid = $1",
+      [(client as unknown as { processID: number }).processID],
+    );
+    const release = async () => {
+      await client.query("ROLLBACK").catch(() => undefined);
+      await client.end().catch(() => undefined);
+    };
+    interrupted.push(release);
+    if (!rows[0]?.xmin) {
+      await release();
+      throw new Error("the held session shows no backend_xmin: its snapshot is not held");
+    }
+    return { xmin: rows[0].xmin, release };
+  };
+  /** Fills the served queue with `n` runnable jobs: the system's SQL seed when it has one, else its bulk API in chunks. */
+  const fillQueue = async (adapter: SystemAdapter, n: number) => {
+    if (adapter.seedPending) await adapter.seedPending(n);
+    else {
+      for (let done = 0; done < n; done += 100_000) {
+        await adapter.enqueueBulk(Array.from({ length: Math.min(100_000, n - done) }, (_, i) => ({ i: done + i })));
+      }
+    }
+    await adapter.analyze();
+  };
+  /**
+   * One drain of `jobs` by one in-process worker at concurrency 10 (library defaults otherwise), with the
+   * moment each tenth of the jobs had started: jobs/s over the whole drain (until the worker has stopped
+   * with every completion recorded) and per tenth (NaN for a tenth not reached within `limitMs`).
+   */
+  const drainByTenths = async (adapter: SystemAdapter, jobs: number, limitMs: number) => {
+    let count = 0;
+    const marks: number[] = [];
+    const tenth = jobs / 10;
+    const worker = await adapter.startWorker({
+      concurrency: 10,
+      onJob: () => {
+        count++;
+        if (count >= (marks.length + 1) * tenth) marks.push(performance.now());
+      },
+    });
+    const before = count;
+    const t0 = performance.now();
+    const done = await waitFor(() => count >= jobs, Date.now() + limitMs, 5);
+    await worker.stop();
+    const took = performance.now() - t0;
+    const tenths = Array.from({ length: 10 }, (_, k) => {
+      const end = marks[k];
+      const start = k === 0 ? t0 : marks[k - 1];
+      return end === undefined || start === undefined ? Number.NaN : tenth / (Math.max(0.001, end - start) / 1000);
+    });
+    return { rate: (count - before) / (took / 1000), handled: count - before, seconds: took / 1000, done, tenths };
+  };
+  const ratio = (a: number, b: number) => (Number.isFinite(a / b) ? `${(a / b).toFixed(2)}×` : "—");
 
   /** Drops what a running scenario created, should a signal stop the run in the middle of it. */
   const interrupted: Array<() => Promise<void>> = [];
@@ -466,7 +569,12 @@ async function main(): Promise<void> {
 
     6: async () => {
       const rows: Cell[][] = [];
+      // Per row (skipq's worker, skipq's protocol function, each peer's worker): big p95, parked p50.
       const bigP95 = new Map<string, number>();
+      const parkedP50 = new Map<string, number>();
+      const protocol = "skipq, protocol skipq_claim";
+      const smallJobs = Math.max(2_000, sizes.claimSamples * 2);
+      const cells = (xs: number[]) => `${p(xs, 50)} / ${p(xs, 95)} / ${p(xs, 99)}`;
       for (const { adapter, unavailable } of systems) {
         if (unavailable) {
           rows.push([adapter.name, unavailable, "", "", "", "", ""]);
@@ -476,45 +584,99 @@ async function main(): Promise<void> {
           rows.push([adapter.name, "n/a (not PostgreSQL)", "", "", "", "", ""]);
           continue;
         }
-        const measure = async () => (await sampleClaims(adapter)).map((s) => s.ms);
-        await adapter.reset();
-        await adapter.enqueueBulk(Array.from({ length: Math.max(2_000, sizes.claimSamples * 2) }, (_, i) => ({ i })));
-        await adapter.analyze();
-        const small = await measure();
-        await adapter.reset();
-        const seedStart = performance.now();
-        const seeded = await adapter.seedBig(sizes.bigPending, sizes.bigCompleted);
-        log(`seeded ${adapter.name}: ${seeded} in ${fmt((performance.now() - seedStart) / 1000, 1)} s`);
+        const seedBig = adapter.seedBig.bind(adapter);
+        const measure = async () => {
+          const worker = (await sampleClaims(adapter)).map((x) => x.ms);
+          const sql = adapter.sampleProtocolClaims
+            ? await adapter.sampleProtocolClaims(sizes.claimSamples, Date.now() + 15_000)
+            : undefined;
+          return { worker, sql };
+        };
+        const seeded = async (what: string, seed: () => Promise<string>) => {
+          await adapter.reset();
+          const seedStart = performance.now();
+          const result = await seed();
+          log(`seeded ${adapter.name} (${what}): ${result} in ${fmt((performance.now() - seedStart) / 1000, 1)} s`);
+          return result;
+        };
+        await seeded("small", async () => {
+          await adapter.enqueueBulk(Array.from({ length: smallJobs }, (_, i) => ({ i })));
+          await adapter.analyze();
+          return `${smallJobs} pending`;
+        });
+        const smallWorker = (await sampleClaims(adapter)).map((x) => x.ms);
+        // The protocol's own sample of the small table, from a fresh fill (the worker's claims left it short).
+        let smallSql: number[] | undefined;
+        if (adapter.sampleProtocolClaims) {
+          await adapter.reset();
+          await adapter.enqueueBulk(Array.from({ length: smallJobs }, (_, i) => ({ i })));
+          await adapter.analyze();
+          smallSql = await adapter.sampleProtocolClaims(sizes.claimSamples, Date.now() + 15_000);
+        }
+        const bigTable = await seeded("big", () => seedBig(sizes.bigPending, sizes.bigCompleted));
         const big = await measure();
+        // Plan cost: as many rows again, but the terminal ones are runnable jobs parked in another queue/task.
+        const parkedTable = await seeded("parked", async () => {
+          const idle = await (adapter.seedIdle?.(sizes.bigCompleted) ?? Promise.resolve("n/a"));
+          await seedBig(sizes.bigPending, 0);
+          await adapter.analyze();
+          return `${sizes.bigPending} pending in the served queue + ${idle}`;
+        });
+        const parked = adapter.seedIdle ? await measure() : undefined;
         await adapter.reset();
-        const p95Small = percentile(small, 95);
-        const p95Big = percentile(big, 95);
-        bigP95.set(adapter.name, p95Big);
-        rows.push([
-          adapter.name,
-          `${ms(percentile(small, 50))} / ${ms(p95Small)} / ${ms(percentile(small, 99))}`,
-          `${ms(percentile(big, 50))} / ${ms(p95Big)} / ${ms(percentile(big, 99))}`,
-          Number.isFinite(p95Big / p95Small) ? `${(p95Big / p95Small).toFixed(2)}×` : "—",
-          seeded,
-          `${small.length} / ${big.length}`,
-          "",
-        ]);
-        log(`claim ${adapter.name}: small p95 ${ms(p95Small)} big p95 ${ms(p95Big)} ms`);
+        const line = (name: string, small: number[], bigs: number[], parks: number[] | undefined) => {
+          bigP95.set(name, percentile(bigs, 95));
+          if (parks?.length) parkedP50.set(name, percentile(parks, 50));
+          rows.push([
+            name,
+            cells(small),
+            cells(bigs),
+            ratio(percentile(bigs, 95), percentile(small, 95)),
+            parks ? cells(parks) : "n/a",
+            `${small.length} / ${bigs.length} / ${parks?.length ?? 0}`,
+          ]);
+          log(
+            `claim ${name}: small p95 ${p(small, 95)}, big p95 ${p(bigs, 95)}, parked p50 ${parks ? p(parks, 50) : "n/a"} ms`,
+          );
+        };
+        line(adapter.name, smallWorker, big.worker, parked?.worker);
+        if (smallSql && big.sql) line(protocol, smallSql, big.sql, parked?.sql);
+        rows.push([`${adapter.name}: tables`, "", bigTable, "", parkedTable, ""]);
       }
+      const versus = (values: Map<string, number>, ours: string, peer?: string) => {
+        const mine = values.get(ours);
+        let best: [string, number] | undefined;
+        for (const [name, value] of values) {
+          if (name.startsWith("skipq") || !Number.isFinite(value) || (peer && name !== peer)) continue;
+          if (!best || value < best[1]) best = [name, value];
+        }
+        return mine === undefined || !best ? undefined : `${ours} vs ${best[0]}: **${(best[1] / mine).toFixed(2)}×**`;
+      };
       tables.push({
-        title: "6. Claim latency, one job per claim: small table vs the seeds' big table",
-        note: `Client-side round trip of each claim statement (matched by its SKIP LOCKED), worker at concurrency 1, first 10 claims dropped, at most 15 s each (pg-boss polls every 0.5 s, so it gets few samples). Small table: ${fmt(Math.max(2_000, sizes.claimSamples * 2))} pending jobs only.`,
+        title:
+          "6. Claim latency, one job per claim: small table, the seeds' 2M-row table, and 2M rows mostly parked in another queue (plan cost)",
+        note: `Client-side round trip of each one-job claim (the worker's claim statement on an instrumented pool: matched by its SKIP LOCKED, BullMQ's by its function name), worker at concurrency 1, first 10 claims dropped, at most 15 s each (pg-boss polls every 0.5 s with a one-job batch, so it gets few samples). skipq's protocol row: \`skipq_claim(ARRAY['default'], 1, …)\` called in a loop on one connection (a named statement), as a client in another language would. Small: ${fmt(smallJobs)} pending. Big (the seeds' table): ${fmt(sizes.bigCompleted)} finished + ${fmt(sizes.bigPending)} pending (graphile-worker and BullMQ as configured delete finished jobs; skipq keeps them in job_history). Parked (plan cost): ${fmt(sizes.bigPending)} pending in the served queue beside ${fmt(sizes.bigCompleted)} pending in a queue no worker reads (graphile-worker: a task no worker runs) and 1,800 in 18 others. Ratios: the best peer's figure over skipq's (> 1 means skipq is faster).`,
         header: [
           "System",
           "small p50 / p95 / p99 ms",
           "big p50 / p95 / p99 ms",
           "big/small p95",
-          "big table",
-          "samples",
-          "",
+          "parked p50 / p95 / p99 ms",
+          "samples small / big / parked",
         ],
         rows,
-        ratio: ratioLine(bigP95, false, "big-table p95"),
+        ratio: [
+          versus(bigP95, "skipq") && `big-table p95: ${versus(bigP95, "skipq")}`,
+          versus(bigP95, protocol) && `big-table p95: ${versus(bigP95, protocol)}`,
+          versus(parkedP50, "skipq") && `parked p50: ${versus(parkedP50, "skipq")}`,
+          versus(parkedP50, protocol) && `parked p50: ${versus(parkedP50, protocol)}`,
+          versus(parkedP50, "skipq", "graphile-worker") &&
+            `parked p50: ${versus(parkedP50, "skipq", "graphile-worker")}`,
+          versus(parkedP50, protocol, "graphile-worker") &&
+            `parked p50: ${versus(parkedP50, protocol, "graphile-worker")}`,
+        ]
+          .filter(Boolean)
+          .join("; "),
       });
     },
 
@@ -631,6 +793,96 @@ async function main(): Promise<void> {
         ]),
       });
     },
+  };
+
+  scenarios[14] = async () => {
+    const rows: Cell[][] = [];
+    const summary: string[] = [];
+    for (const { adapter, unavailable } of heldSystems()) {
+      if (unavailable) {
+        rows.push([adapter.name, unavailable]);
+        continue;
+      }
+      const run = async (held: boolean) => {
+        await adapter.reset();
+        // The snapshot is taken before the enqueue: every job of the drain is newer than it.
+        const snapshot = held ? await holdSnapshot() : undefined;
+        try {
+          await fillQueue(adapter, sizes.held);
+          return { ...(await drainByTenths(adapter, sizes.held, sizes.heldLimitMs)), xmin: snapshot?.xmin };
+        } finally {
+          await snapshot?.release();
+          await adapter.reset();
+        }
+      };
+      const unheld = await run(false);
+      const held = await run(true);
+      const note = (r: typeof held) =>
+        r.done ? "" : `stopped at the ${sizes.heldLimitMs / 1000} s bound after ${fmt(r.handled)} jobs`;
+      const lastOf = (r: typeof held) => r.tenths[9] as number;
+      rows.push(
+        [`${adapter.name}, no snapshot held`, fmt(unheld.rate), fmt(lastOf(unheld)), "", "", note(unheld)],
+        [
+          `${adapter.name}, snapshot held (xmin ${held.xmin})`,
+          fmt(held.rate),
+          fmt(lastOf(held)),
+          `**${ratio(held.rate, unheld.rate)}**`,
+          `**${ratio(lastOf(held), lastOf(unheld))}**`,
+          note(held),
+        ],
+      );
+      summary.push(
+        `${adapter.name}: held/unheld ${ratio(held.rate, unheld.rate)}, last tenth ${ratio(lastOf(held), lastOf(unheld))}`,
+      );
+      log(
+        `held snapshot ${adapter.name}: ${fmt(unheld.rate)} → ${fmt(held.rate)} jobs/s (${ratio(held.rate, unheld.rate)}), last tenth ${fmt(lastOf(unheld))} → ${fmt(lastOf(held))} (${ratio(lastOf(held), lastOf(unheld))})`,
+      );
+    }
+    tables.push({
+      title: `14. Held snapshot: a ${fmt(sizes.held)}-job drain with and without another session's REPEATABLE READ snapshot`,
+      note: `One process, concurrency 10, library defaults otherwise (peers: the settings above). Held: another session runs \`BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1\` before the enqueue and keeps the transaction open until the drain has stopped (its backend_xmin is checked), so no row version the drain leaves behind can be pruned. Rate: from the moment the worker is up until it has stopped with every completion recorded; last tenth: the rate over the last ${fmt(sizes.held / 10)} jobs to start. One drain each, unheld first, moments apart. Targets (skipq): ≥ 0.9× overall, ≥ 0.8× over the last tenth.`,
+      header: ["System", "jobs/s", "last tenth jobs/s", "held/unheld", "last tenth held/unheld", "note"],
+      rows,
+      ratio: summary.join("; "),
+    });
+  };
+
+  scenarios[15] = async () => {
+    const rows: Cell[][] = [];
+    for (const { adapter, unavailable } of heldSystems()) {
+      if (unavailable) {
+        rows.push([adapter.name, unavailable]);
+        continue;
+      }
+      await adapter.reset();
+      const snapshot = await holdSnapshot();
+      let result: Awaited<ReturnType<typeof drainByTenths>>;
+      try {
+        const fillStart = performance.now();
+        await fillQueue(adapter, sizes.heldBig);
+        log(`held 1M ${adapter.name}: filled in ${fmt((performance.now() - fillStart) / 1000, 1)} s`);
+        result = await drainByTenths(adapter, sizes.heldBig, sizes.heldBigLimitMs);
+      } finally {
+        await snapshot.release();
+        await adapter.reset();
+      }
+      const reached = result.tenths.filter(Number.isFinite).length;
+      rows.push([
+        adapter.name,
+        fmt(result.rate),
+        ...result.tenths.map((t) => fmt(t)),
+        result.done
+          ? `${fmt(result.seconds, 1)} s`
+          : `stopped at the ${sizes.heldBigLimitMs / 1000} s bound after ${fmt(result.handled)} jobs (${reached} of 10 tenths)`,
+      ]);
+      log(`held 1M ${adapter.name}: ${fmt(result.rate)} jobs/s; tenths ${result.tenths.map((t) => fmt(t)).join(" ")}`);
+    }
+    tables.push({
+      title: `15. A ${fmt(sizes.heldBig)}-job drain under a held snapshot: jobs/s per tenth of the jobs`,
+      note: `As scenario 14's held run (snapshot taken before the enqueue, kept for the whole drain), one drain per system, bounded at ${sizes.heldBigLimitMs / 1000} s (a system stopped there is marked, with the tenths it reached). pg-boss's backlog is inserted by SQL (its \`insert()\` would take minutes); the others use their bulk API. Columns 1-10: jobs/s over each successive tenth of the jobs to start.`,
+      header: ["System", "jobs/s", ...Array.from({ length: 10 }, (_, k) => `${k + 1}/10`), "drain"],
+      rows,
+    });
   };
 
   scenarios[10] = async () => {
@@ -786,7 +1038,7 @@ async function main(): Promise<void> {
     });
   };
 
-  scenarios[14] = async () => {
+  scenarios[16] = async () => {
     // skipq only (fairness is skipq's setQueueLimits option): bench/fair.ts in its own process, its table kept.
     const { execFile } = await import("node:child_process");
     const { promisify } = await import("node:util");
@@ -800,7 +1052,7 @@ async function main(): Promise<void> {
       .filter((l) => l.startsWith("| ") && !l.startsWith("| measure") && !l.startsWith("| ---"))
       .map((l) => l.slice(2, -2).split(" | "));
     tables.push({
-      title: "14. Fair claims across tenants (skipq)",
+      title: "16. Fair claims across tenants (skipq)",
       note: `${lines[0] ?? ""}. The second column is the same queue with the same limits and no fairness (the limited claim). bench/fair.ts; docs/flow-control.md, "Fairness".`,
       header: ["measure", "fairness", "without fairness (same limits)", "target"],
       rows,
@@ -826,7 +1078,7 @@ async function main(): Promise<void> {
   try {
     for (const n of args.scenarios) {
       const scenario = scenarios[n];
-      if (!scenario) throw new Error(`no scenario ${n} (1-12)`);
+      if (!scenario) throw new Error(`no scenario ${n} (1-12, 14-16; 13 is --fleet)`);
       log(`scenario ${n}`);
       await scenario();
       // Written after every scenario, so a failure later keeps what was measured.
@@ -925,7 +1177,7 @@ function render(
     `Generated by \`npm run bench${args.quick ? " -- --quick" : ""}\` on ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC in ${minutes.toFixed(1)} min.`,
     "",
     `- PostgreSQL ${server.version}, fsync=${server.fsync}, synchronous_commit=${server.synchronousCommit}`,
-    `- Node ${process.version}, ${os.cpus().length} × ${cpu}, load average at the end ${os
+    `- Node ${process.version}${process.env.SKIPQ_BENCH_LAUNCHED_BY ? ` (Node 24 from npm, scripts/runtimes.mjs: \`npm run bench\` re-ran itself under it because the machine's node, ${process.env.SKIPQ_BENCH_LAUNCHED_BY}, is older than the peers need)` : ""}, ${os.cpus().length} × ${cpu}, load average (1 / 5 / 15 min) at the start ${loadAtStart.map((l) => l.toFixed(1)).join(" / ")}, at the end ${os
       .loadavg()
       .map((l) => l.toFixed(1))
       .join(" / ")} (a shared machine: compare ratios from one run, not absolute numbers)`,
@@ -933,14 +1185,18 @@ function render(
     "",
     "Settings per system (each one's documented fastest):",
     "",
-    ...systems.map(({ adapter, unavailable }) => `- **${adapter.name}**: ${unavailable ?? adapter.settings}`),
+    ...systems.map(
+      ({ adapter, unavailable }) => `- **${adapter.name}** ${adapter.version}: ${unavailable ?? adapter.settings}`,
+    ),
     "",
     "The same for every system: after a bulk enqueue, `VACUUM ANALYZE` of its table (a running queue has",
     "statistics; a fresh table's claim plan can be far off), and a drain's clock stops once the workers",
     "have stopped with every completion recorded, not at the last handler call.",
     "",
   ];
-  for (const table of tables) {
+  // In scenario order, whatever order they ran in (a run may put the long ones first: --scenarios 14,15,6,…).
+  const number = (t: Table) => Number(/^(\d+)\./.exec(t.title)?.[1] ?? 0);
+  for (const table of [...tables].sort((a, b) => number(a) - number(b))) {
     lines.push(`## ${table.title}`, "", table.note, "");
     const header = table.header.filter((h, i) => h !== "" || table.rows.some((r) => r[i]));
     const width = header.length;

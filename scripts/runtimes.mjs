@@ -5,6 +5,7 @@
 // binary already answers with the pinned version is left alone, so a second CI run costs nothing.
 //
 //   node scripts/runtimes.mjs install          installs every runtime, prints name, version, binary
+//   node scripts/runtimes.mjs install <name>   installs that one only (the bench's Node 24)
 //   node scripts/runtimes.mjs path <name>      prints one binary's path (node22, node24, node26, bun, deno)
 //
 // It never downloads anything but these npm packages (their binaries ship inside them).
@@ -43,9 +44,11 @@ function installedVersion(binary) {
   }
 }
 
-function install() {
+function install(only) {
+  if (only !== undefined) runtimeBinary(only); // throws on an unknown name
   mkdirSync(RUNTIMES_DIR, { recursive: true });
   for (const [name, spec] of Object.entries(RUNTIMES)) {
+    if (only !== undefined && name !== only) continue;
     const binary = runtimeBinary(name);
     if (installedVersion(binary) !== spec.version) {
       const prefix = path.join(RUNTIMES_DIR, name);
@@ -65,10 +68,10 @@ function install() {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const [command, name] = process.argv.slice(2);
-  if (command === "install") install();
+  if (command === "install") install(name);
   else if (command === "path" && name) console.log(runtimeBinary(name));
   else {
-    console.error("usage: node scripts/runtimes.mjs install | path <node22|node24|node26|bun|deno>");
+    console.error("usage: node scripts/runtimes.mjs install [name] | path <node22|node24|node26|bun|deno>");
     process.exit(2);
   }
 }

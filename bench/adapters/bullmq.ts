@@ -1,12 +1,12 @@
 /**
- * BullMQ 6's bench adapter, on Redis at 127.0.0.1:6379: a Worker with the
+ * BullMQ 6's bench adapter on its Redis backend (bullmq-postgres.ts is its PostgreSQL one) at 127.0.0.1:6379: a Worker with the
  * given concurrency and removeOnComplete (so Redis memory stays flat),
  * addBulk in chunks of 1,000 for bulk. No PostgreSQL, so no claim-latency or
  * big-table figure. When Redis does not answer, setup says "no Redis".
  */
 import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
-import { type AdapterFactory, redisAnswers, type SystemAdapter } from "../lib.js";
+import { type AdapterFactory, packageVersion, redisAnswers, type SystemAdapter } from "../lib.js";
 
 export const create: AdapterFactory = (env, tag): SystemAdapter => {
   const name = `bench-${tag}`;
@@ -28,6 +28,7 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
   };
   return {
     name: "BullMQ (Redis)",
+    version: packageVersion("bullmq"),
     settings: "Worker concurrency = n, removeOnComplete, addBulk in chunks of 1,000",
     async setup() {
       if (!(await redisAnswers(env.redisHost, env.redisPort))) return "no Redis";

@@ -1,5 +1,5 @@
 /**
- * graphile-worker 0.17's bench adapter, at its documented fastest: a local
+ * graphile-worker 0.18's bench adapter, at its documented fastest: a local
  * queue (batch fetch, size 200 or the concurrency when larger), batched
  * completions and failures (completeJobBatchDelay/failJobBatchDelay 0),
  * LISTEN/NOTIFY, a pool of concurrency + 2. Completed jobs are deleted by
@@ -7,7 +7,7 @@
  */
 import { Logger, makeWorkerUtils, run, type WorkerUtils } from "graphile-worker";
 import pg from "pg";
-import { type AdapterFactory, type SystemAdapter, timedPool } from "../lib.js";
+import { type AdapterFactory, packageVersion, type SystemAdapter, timedPool } from "../lib.js";
 
 const silent = new Logger(() => () => undefined);
 
@@ -22,6 +22,7 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
   };
   return {
     name: "graphile-worker",
+    version: packageVersion("graphile-worker"),
     settings:
       "localQueue.size max(200, concurrency), completeJobBatchDelay 0, failJobBatchDelay 0, maxPoolSize concurrency+2",
     async setup() {

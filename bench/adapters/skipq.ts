@@ -6,7 +6,7 @@
  */
 import pg from "pg";
 import { Admin, Skipq, silentLogger } from "skipq";
-import { type AdapterFactory, type SystemAdapter, timedPool } from "../lib.js";
+import { type AdapterFactory, packageVersion, type SystemAdapter, timedPool } from "../lib.js";
 
 export const create: AdapterFactory = (env, tag): SystemAdapter => {
   const schema = `bench_skipq_${tag}`;
@@ -15,6 +15,7 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
   admin.on("error", () => undefined);
   return {
     name: "skipq",
+    version: packageVersion("skipq"),
     settings: "defaults: batched claims (prefetch) and completions, prepared statements, LISTEN/NOTIFY",
     async setup() {
       await skipq.migrate();
@@ -43,7 +44,9 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       await skipq.enqueue("noop", payload);
     },
     async startWorker({ concurrency, onJob, onClaim, single, batch, noRetention }) {
-      const pool = onClaim ? timedPool(env.databaseUrl, 4 + concurrency, /SKIP LOCKED/, onClaim) : undefined;
+      const pool = onClaim
+        ? timedPool(env.databaseUrl, 4 + concurrency, /SKIP LOCKED|skipq_claim/, onClaim)
+        : undefined;
       const worker = skipq.worker({
         concurrency,
         ...(single ? { batchSize: 1, prefetch: 0 } : {}),
@@ -71,6 +74,26 @@ export const create: AdapterFactory = (env, tag): SystemAdapter => {
       );
       await this.analyze();
       return `${completed} completed + ${pending} pending rows`;
+    },
+    async sampleProtocolClaims(count, deadline) {
+      // The SQL protocol's claim (docs/protocol.md) as a client in another language calls it: a named
+      // statement on one connection, one job a call (left running: its lease outlives the sampling).
+      const client = await admin.connect();
+      const samples: number[] = [];
+      try {
+        for (let i = 0; i < count + 10 && Date.now() < deadline; i++) {
+          const t0 = performance.now();
+          const { rows } = await client.query({
+            name: "bench_protocol_claim",
+            text: `SELECT id FROM "${schema}".skipq_claim(ARRAY['default'], 1, 'bench-protocol', 300000)`,
+          });
+          if (rows.length === 0) break;
+          samples.push(performance.now() - t0);
+        }
+      } finally {
+        client.release();
+      }
+      return samples.slice(10);
     },
     async seedIdle(n) {
       // A bulk import parked in a queue nobody serves, beside 18 small queues also unserved.
