@@ -185,10 +185,13 @@ export async function executeBatch(
       outcome = classify(failure, controller, own !== undefined);
       if (outcome === "retry" && running.job.attempt >= running.job.maxAttempts) outcome = "dead";
     }
-    try {
-      await o.hooks?.afterHandlerBeforeOutcome?.(running.job);
-    } catch (error) {
-      o.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
+    const hook = o.hooks?.afterHandlerBeforeOutcome;
+    if (hook) {
+      try {
+        await hook(running.job);
+      } catch (error) {
+        o.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
+      }
     }
     o.held.delete(running.job.id);
     if (running.detached) {
