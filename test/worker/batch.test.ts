@@ -4,7 +4,7 @@
  * features around it — cancel, shutdown, timeout, keyed/unique/debounced jobs,
  * dependsOn children, and a batch occupying one concurrency slot.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, beforeAll, expect, expectTypeOf, test } from "vitest";
 import { Admin, defineJob, FailPermanently, type Job, type Worker } from "../../src/index.js";
 import { gate, type TestQueue, testQueue, until } from "../helpers.js";
 
@@ -262,4 +262,18 @@ test("jobs[i].fail() after the handler returned throws instead of changing nothi
   await w.runOnce();
   expect(await allStatus(ids, "completed")).toBe(true);
   expect(() => kept[0]?.fail(new Error("late"))).toThrow(/after its batch handler returned/);
+});
+
+test("registerBatch is typed by the job definition: each job's payload, and the results it may return", () => {
+  const typed = defineJob<{ n: number }, { doubled: number }>("batch-typed");
+  const w = worker("types");
+  w.registerBatch(typed, { size: 2 }, async (jobs) => {
+    expectTypeOf(jobs[0]?.payload).toEqualTypeOf<{ n: number } | undefined>();
+    // @ts-expect-error: the payload has no such field
+    void jobs[0]?.payload.missing;
+    return jobs.map((j) => ({ doubled: j.payload.n * 2 }));
+  });
+  // @ts-expect-error: a result of the wrong shape for the definition
+  w.registerBatch(typed, { size: 2 }, async (jobs) => jobs.map(() => ({ doubled: "two" })));
+  expect(w.kinds).toEqual(["batch-typed"]);
 });
