@@ -67,6 +67,24 @@ test("returning nothing completes every job of the batch: one handler call and o
   expect((await rows(ids)).map((r) => r.status)).toEqual(Array(5).fill("completed"));
 });
 
+test("a batch costs one claim statement and one outcome statement, whatever its size (a claim asks for size jobs, beyond batchSize)", async () => {
+  await enqueueMany("statements", 20);
+  const w = worker("statements", { listen: false, presence: false, concurrency: 1, batchSize: 5 }).registerBatch(
+    item,
+    { size: 20 },
+    async () => {},
+  );
+  const names: string[] = [];
+  const query = w.pool.query.bind(w.pool) as (...args: unknown[]) => unknown;
+  (w.pool as { query: unknown }).query = (q: unknown, ...rest: unknown[]) => {
+    const name = (q as { name?: string } | null)?.name;
+    if (typeof name === "string") names.push(name.replace(/^.*_(?=job)/, ""));
+    return query(q, ...rest);
+  };
+  expect(await w.runOnce()).toBe(20);
+  expect(names.filter((n) => /^job(Claim|Complete|Settle)/.test(n))).toEqual(["jobClaimFrom", "jobCompleteMany"]);
+});
+
 test("a batch is at most `size` jobs and occupies one concurrency slot: concurrency 1 runs the batches one after another", async () => {
   const ids = await enqueueMany("slots", 7);
   const sizes: number[] = [];
