@@ -83,8 +83,8 @@ export class Fetcher {
   private claimMs = 1;
   /** Buffered jobs handed back since the last log line because their lease went unconfirmed for a whole lease. */
   private unconfirmed = 0;
-  /** Batch kinds holding a partial batch for their `waitMs`: since when (performance.now()), and its timer. */
-  private readonly holding = new Map<string, { since: number; timer: NodeJS.Timeout }>();
+  /** Batch kinds holding a partial batch for their `waitMs`: its timer, and whether it fired (the wait is over). */
+  private readonly holding = new Map<string, { due: boolean; timer: NodeJS.Timeout }>();
 
   constructor(private readonly o: FetcherOptions) {}
 
@@ -346,12 +346,19 @@ export class Fetcher {
     if (count < batch.size && batch.waitMs > 0) {
       const hold = this.holding.get(kind);
       if (hold === undefined) {
-        const timer = setTimeout(() => this.startBuffered(), batch.waitMs);
-        timer.unref?.();
-        this.holding.set(kind, { since: performance.now(), timer });
+        // Its firing is what ends the wait (not a clock comparison, which a timer firing a hair early would fail).
+        const held = {
+          due: false,
+          timer: setTimeout(() => {
+            held.due = true;
+            this.startBuffered();
+          }, batch.waitMs),
+        };
+        held.timer.unref?.();
+        this.holding.set(kind, held);
         return undefined;
       }
-      if (performance.now() - hold.since < batch.waitMs) return undefined;
+      if (!hold.due) return undefined;
     }
     const hold = this.holding.get(kind);
     if (hold) {
