@@ -295,3 +295,32 @@ test("registerBatch is typed by the job definition: each job's payload, and the 
   w.registerBatch(typed, { size: 2 }, async (jobs) => jobs.map(() => ({ doubled: "two" })));
   expect(w.kinds).toEqual(["batch-typed"]);
 });
+
+test("a job whose lease is lost mid-batch is not recorded; ctx.heartbeat() finds it, aborts the batch, and the others still complete", async () => {
+  const ids = await enqueueMany("lost", 3);
+  const started = gate();
+  const taken = gate();
+  let alive: boolean | undefined;
+  let reason: string | undefined;
+  const w = worker("lost").registerBatch(item, { size: 10 }, async (_jobs, ctx) => {
+    started.open();
+    await taken.promise;
+    alive = await ctx.heartbeat();
+    reason = (ctx.signal.reason as { code?: string } | undefined)?.code;
+  });
+  await w.start();
+  await started.promise;
+  // Another holder takes job 1 over (a new lease): this worker's lease on it is gone.
+  await t.db.query(`UPDATE ${s}.jobs SET lease = lease + 1000 WHERE id = $1`, [ids[1]]);
+  taken.open();
+  await until("the others completed", async () => {
+    const r = await rows(ids);
+    return r[0].status === "completed" && r[2].status === "completed";
+  });
+  await w.stop();
+  expect(alive).toBe(true);
+  expect(reason).toBe("SKIPQ_LEASE_LOST");
+  expect((await rows(ids)).map((r) => r.status)).toEqual(["completed", "running", "completed"]);
+  expect(w.stats.leasesLost).toBe(1);
+  await t.db.query(`DELETE FROM ${s}.jobs WHERE id = $1`, [ids[1]]);
+});
