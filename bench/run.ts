@@ -4,6 +4,7 @@
  *
  *   npm run bench                      # default sizes (issue 4), under 20 minutes
  *   npm run bench -- --quick           # small sizes, for the CI smoke step (no timing assertions)
+ *   npm run bench -- --batch [jobs,reps,concurrency,size] # registerBatch against register (bench/batch.ts)
  *   npm run bench -- --fleet [--quick] # section 13: hosts as namespaces, PgBouncer, added RTT (bench/fleet.ts; root)
  *   npm run bench -- --systems skipq,graphile-worker --scenarios 3,7 --out /tmp/r.md
  *
@@ -95,6 +96,12 @@ function parseArgs(argv: string[]): Args {
   return args;
 }
 
+// Batch handlers against single-job handlers (issue 26): their own small drain, a table of rates and ratios.
+if (process.argv.includes("--batch")) {
+  const { runBatchBench } = await import("./batch.js");
+  await runBatchBench(process.argv.slice(2).filter((a) => a !== "--batch"));
+  process.exit(0);
+}
 // The fleet scenario (issue 17) has its own setup (namespaces, PgBouncer) and writes section 13 alone.
 if (process.argv.includes("--fleet")) {
   const { runFleetBench } = await import("./fleet.js");

@@ -157,6 +157,10 @@ export {
 export { Sagas } from "./saga/sagas.js";
 export type { ClaimInfo } from "./worker/worker.js";
 export {
+  type BatchContext,
+  type BatchHandler,
+  type BatchHandlerOptions,
+  type BatchJob,
   type Handler,
   type Job,
   type JobContext,

@@ -7,7 +7,8 @@
  * into the process (nor does a rejection after a timeout stopped the wait);
  * a job whose lease was lost or that was released at shutdown is never
  * recorded (`detached`), nor is one whose ctx.completeTx committed; the job
- * leaves `held` before its outcome is queued.
+ * leaves `held` before its outcome is queued. Kinds registered with
+ * registerBatch run through batch.ts instead, one call per batch.
  */
 
 import type { BulkItem } from "../core/enqueue.js";
@@ -28,6 +29,7 @@ import type { InsertRow } from "../db/jobStore.js";
 import type { Queryable } from "../db/queryable.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
 import { attemptLogger } from "./attemptLog.js";
+import { type BatchEntry, executeBatch } from "./batch.js";
 import { ClaimedJob } from "./claimedJob.js";
 import type { CompletedTx } from "./completeTx.js";
 import type {
@@ -44,6 +46,8 @@ import type {
 export interface Registered {
   definition?: JobDefinition<unknown>;
   handler: Handler<never>;
+  /** Set for a kind registered with registerBatch: its jobs run in batches (batch.ts), never one by one. */
+  batch?: BatchEntry;
 }
 
 export interface ExecutorOptions {
@@ -61,6 +65,8 @@ export interface ExecutorOptions {
   maxResultBytes: number;
   hooks: WorkerHooks | undefined;
   heartbeat: (running: Running) => Promise<boolean>;
+  /** A batch's ctx.heartbeat(): one statement for its jobs; false when every one is lost. */
+  heartbeatBatch: (members: readonly Running[]) => Promise<boolean>;
   /** ctx.progress(): the value, validated and encoded, to be written coalesced. */
   progress: (running: Running, value: unknown, encoded: string) => void;
   /** Before a job's outcome: its last progress value written. */
@@ -76,11 +82,23 @@ export interface ExecutorOptions {
   /** After a handler that called completeTx: how the caller's transaction ended (completeTx.ts). */
   settleCompletedTx: (running: Running) => Promise<CompletedTx>;
   onStart: (job: Job) => void;
-  onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown) => void;
+  /** `perJobMs`: the handler time per job (a batch's duration over its size), for the prefetch target. */
+  onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown, perJobMs?: number) => void;
 }
 
 export class Executor {
   constructor(private readonly o: ExecutorOptions) {}
+
+  /** The batch settings of a kind registered with registerBatch; undefined for any other kind. */
+  batchOf(kind: string): BatchEntry | undefined {
+    return this.o.handlers.get(kind)?.batch;
+  }
+
+  /** Runs jobs of one batch kind in one handler call (batch.ts). */
+  executeBatch(members: readonly Running[]): Promise<void> {
+    const entry = this.o.handlers.get((members[0] as Running).job.kind) as Registered;
+    return executeBatch(this.o, entry, entry.batch as BatchEntry, members);
+  }
 
   async execute(running: Running): Promise<void> {
     const { job, controller } = running;

@@ -4,8 +4,11 @@
  * handlers run; the buffer holds about two claim round trips' worth of work at
  * the measured handler speed (at most `prefetch`).
  *
- * Invariants: at most `concurrency` handlers run at once; at most
- * `concurrency + prefetch` leases are held; no claim starts while the
+ * Jobs of a batch kind (registerBatch) start together, up to its `size` per
+ * handler call, in one slot; a partial batch may wait up to its `waitMs`.
+ *
+ * Invariants: at most `concurrency` handlers (or batches) run at once; at
+ * most `concurrency × largest batch size + prefetch` leases are held; no claim starts while the
  * completer's backlog is full; a notification that arrives during a claim is
  * never lost (the loop claims again instead of idling, whatever another claim
  * in flight answered); after a failed claim
@@ -41,6 +44,12 @@ export interface FetcherOptions {
   /** True while unwritten outcomes are at their cap. */
   saturated: () => boolean;
   execute: (running: Running) => Promise<void>;
+  /** Batch kinds (registerBatch): their size and hold; undefined for a kind run one job per call. */
+  batchOf: (kind: string) => { size: number; waitMs: number } | undefined;
+  /** The largest registered batch size (1 when none): a slot may hold that many leases. */
+  largestBatch: () => number;
+  /** Runs jobs of one batch kind in one handler call, in one slot. */
+  executeBatch: (members: readonly Running[]) => Promise<void>;
   /** Hands a buffered job back without running it (fenced by its lease; no attempt consumed). */
   release: (running: Running) => void;
   onClaimed: (jobs: ReadonlyArray<Job>, info: ClaimInfo) => void;
@@ -74,6 +83,8 @@ export class Fetcher {
   private claimMs = 1;
   /** Buffered jobs handed back since the last log line because their lease went unconfirmed for a whole lease. */
   private unconfirmed = 0;
+  /** Batch kinds holding a partial batch for their `waitMs`: its timer, and whether it fired (the wait is over). */
+  private readonly holding = new Map<string, { due: boolean; timer: NodeJS.Timeout }>();
 
   constructor(private readonly o: FetcherOptions) {}
 
@@ -147,8 +158,9 @@ export class Fetcher {
   async loop(): Promise<void> {
     const o = this.o;
     while (o.running()) {
-      const cap = o.concurrency + this.prefetchTarget();
-      const fullClaim = Math.min(o.batchSize, cap);
+      const cap = this.slotLeases() + this.prefetchTarget();
+      const claimSize = this.claimSize;
+      const fullClaim = Math.min(claimSize, cap);
       if (this.claimFailures > 0) {
         // After a failed claim no other claim starts until the backoff is over: the one still in flight
         // returns first (its settling wakes this loop), then the loop waits the backoff out.
@@ -165,10 +177,12 @@ export class Fetcher {
         continue;
       }
       if (!o.running()) break;
-      const room = Math.min(o.batchSize, cap - o.held.size - this.requested);
+      const room = Math.min(claimSize, cap - o.held.size - this.requested);
       // Slots idle with nothing buffered or coming: claim whatever fits now. Otherwise wait until half a
       // claim's worth of room is free, so slots freeing one by one never turn into one-job claims.
-      const starving = this.buffer.length === 0 && this.active < o.concurrency && this.claimsInFlight === 0;
+      // A partial batch held for its waitMs starves too: any job claimed now may fill it.
+      const starving =
+        (this.buffer.length === 0 || this.holding.size > 0) && this.active < o.concurrency && this.claimsInFlight === 0;
       if (
         this.claimsInFlight >= o.maxClaims ||
         room <= 0 ||
@@ -212,6 +226,19 @@ export class Fetcher {
     await Promise.all([...this.claiming]);
   }
 
+  /**
+   * Jobs per claim: the worker's batchSize, or the largest batch size when that is more (a batch is claimed
+   * by one claim).
+   */
+  get claimSize(): number {
+    return Math.max(this.o.batchSize, this.o.largestBatch());
+  }
+
+  /** Leases the running slots may hold: `concurrency`, times the largest batch size when batches run. */
+  private slotLeases(): number {
+    return this.o.concurrency * this.o.largestBatch();
+  }
+
   private prefetchTarget(): number {
     return prefetchTarget({ ...this.o, handlerMs: this.handlerMs, claimMs: this.claimMs });
   }
@@ -250,40 +277,135 @@ export class Fetcher {
   }
 
   private startReady(): void {
-    while (this.active < this.o.concurrency && this.buffer.length > 0) {
+    let i = 0;
+    /** Batch kinds seen holding in this pass: their other jobs stay buffered too. */
+    let held: Set<string> | undefined;
+    while (this.active < this.o.concurrency && i < this.buffer.length) {
       if (!this.o.running()) return;
-      const running = this.buffer.shift() as Running;
-      if (running.detached) {
-        // Its lease was lost while it waited: nothing ran, nothing to record.
-        this.o.held.delete(running.job.id);
-        running.settle();
+      const running = this.buffer[i] as Running;
+      if (!this.usable(running)) {
+        this.buffer.splice(i, 1);
         continue;
       }
-      if (performance.now() - running.confirmedAt >= this.o.leaseMs) {
-        // Not confirmed for a whole lease (no heartbeat got through: a partition, a stalled database):
-        // the reaper may have returned it and another worker may run it; running it here too would only
-        // add a duplicate. Hand it back: fenced by the lease, so it returns to the queue at once (no
-        // attempt used) if the lease was still live after all, and changes nothing if it was not.
-        running.detached = true;
-        this.o.held.delete(running.job.id);
-        this.o.release(running);
-        this.unconfirmed++;
-        running.settle();
+      const kind = running.job.kind;
+      const batch = this.o.batchOf(kind);
+      if (batch === undefined) {
+        this.buffer.splice(i, 1);
+        this.runOne(running);
         continue;
       }
-      running.started = true;
-      this.active++;
-      void this.o.execute(running).finally(() => {
-        this.active--;
-        running.settle();
-        this.startBuffered();
-        this.wakeup.wake();
-      });
+      if (held?.has(kind)) {
+        i++;
+        continue;
+      }
+      const members = this.takeBatch(i, kind, batch);
+      if (members === undefined) {
+        held ??= new Set();
+        held.add(kind);
+        i++;
+      } else if (members.length > 0) {
+        this.runBatch(members);
+      }
     }
   }
 
-  /** Empties the buffer (at stop): the jobs that never started. */
+  /**
+   * False (and the job dealt with) for a buffered job that must not start: its lease was lost while it
+   * waited (nothing ran, nothing to record), or no heartbeat confirmed it for a whole lease — a partition or
+   * a stalled database; the reaper may have returned it and another worker may run it, so running it here
+   * would only add a duplicate. Handed back fenced by its lease: it returns to the queue at once (no attempt
+   * used) if the lease was still live after all, and nothing changes if it was not.
+   */
+  private usable(running: Running): boolean {
+    if (running.detached) {
+      this.o.held.delete(running.job.id);
+      running.settle();
+      return false;
+    }
+    if (performance.now() - running.confirmedAt >= this.o.leaseMs) {
+      running.detached = true;
+      this.o.held.delete(running.job.id);
+      this.o.release(running);
+      this.unconfirmed++;
+      running.settle();
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * Takes up to `size` buffered jobs of a batch kind, from index `from` on, out of the buffer (the unusable
+   * ones dealt with). Undefined, taking nothing, while a partial batch may still wait for more (`waitMs`):
+   * a timer starts it when the wait is over.
+   */
+  private takeBatch(from: number, kind: string, batch: { size: number; waitMs: number }): Running[] | undefined {
+    let count = 0;
+    for (let j = from; j < this.buffer.length && count < batch.size; j++) {
+      if ((this.buffer[j] as Running).job.kind === kind) count++;
+    }
+    if (count < batch.size && batch.waitMs > 0) {
+      const hold = this.holding.get(kind);
+      if (hold === undefined) {
+        // Its firing is what ends the wait (not a clock comparison, which a timer firing a hair early would fail).
+        const held = {
+          due: false,
+          timer: setTimeout(() => {
+            held.due = true;
+            this.startBuffered();
+          }, batch.waitMs),
+        };
+        held.timer.unref?.();
+        this.holding.set(kind, held);
+        return undefined;
+      }
+      if (!hold.due) return undefined;
+    }
+    const hold = this.holding.get(kind);
+    if (hold) {
+      clearTimeout(hold.timer);
+      this.holding.delete(kind);
+    }
+    const members: Running[] = [];
+    for (let j = from; j < this.buffer.length && members.length < batch.size; ) {
+      const running = this.buffer[j] as Running;
+      if (running.job.kind !== kind) {
+        j++;
+        continue;
+      }
+      this.buffer.splice(j, 1);
+      if (this.usable(running)) members.push(running);
+    }
+    return members;
+  }
+
+  /** Starts one job in a slot (no array per job: the single-job path is the hot one). */
+  private runOne(running: Running): void {
+    running.started = true;
+    this.active++;
+    void this.o.execute(running).finally(() => {
+      this.active--;
+      running.settle();
+      this.startBuffered();
+      this.wakeup.wake();
+    });
+  }
+
+  /** Starts one batch in one slot; its jobs settle when the batch ends. */
+  private runBatch(members: Running[]): void {
+    for (const running of members) running.started = true;
+    this.active++;
+    void this.o.executeBatch(members).finally(() => {
+      this.active--;
+      for (const running of members) running.settle();
+      this.startBuffered();
+      this.wakeup.wake();
+    });
+  }
+
+  /** Empties the buffer (at stop): the jobs that never started (partial batches held for more, too). */
   drainBuffer(): Running[] {
+    for (const hold of this.holding.values()) clearTimeout(hold.timer);
+    this.holding.clear();
     return this.buffer.splice(0);
   }
 }
@@ -315,7 +437,8 @@ export function prefetchTarget(o: {
 class Held implements Running {
   readonly job: ClaimedJob;
   readonly lease: string;
-  readonly controller = new LazyAbortController();
+  /** Replaced by its batch's controller when it runs in a batch (one abort for the whole batch). */
+  controller = new LazyAbortController();
   startedAt = 0;
   detached = false;
   started = false;

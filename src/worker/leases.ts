@@ -188,6 +188,19 @@ export class Leases {
     return alive.length === 1;
   }
 
+  /** Extends the leases of a batch's jobs now, in one statement; false (and the batch aborted) when all are lost. */
+  async heartbeatSome(runnings: readonly Running[]): Promise<boolean> {
+    const live = runnings.filter((r) => !r.detached);
+    if (live.length === 0) return false;
+    const asked = performance.now();
+    const alive = await this.o.jobs.heartbeatMany(
+      live.map((r) => ({ id: r.job.id, lease: r.lease })),
+      this.o.leaseMs,
+    );
+    await this.loseMissing(live, alive, asked);
+    return alive.length > 0;
+  }
+
   /** A "!cancel:<id>" message arrived: abort the job's handler if the database confirms its lease is gone. */
   async cancelHint(id: string): Promise<void> {
     const running = this.o.held.get(id);

@@ -123,6 +123,61 @@ export type WorkerMiddleware = (ctx: JobContext, next: () => Promise<unknown>) =
 /** A job's handler: its resolved value is the job's result (of type `R` for a definition that declares one). */
 export type Handler<P = unknown, R = unknown> = (payload: P, ctx: JobContext<P>) => R | Promise<R>;
 
+/**
+ * A job of a batch (`worker.registerBatch`, docs/jobs.md "Batch handlers"): the job's fields, and its own
+ * outcome when it should differ from the batch's. Call these before the handler returns; the last call wins.
+ */
+export interface BatchJob<P = unknown> extends Job<P> {
+  /**
+   * Fails this job alone, as if its handler had thrown `error`: retried by its own retry policy (dead on its
+   * last attempt), or as the error says (`FailPermanently`, `RetryIn`, `CancelJob`). Wins over the batch's
+   * return value and over a throw.
+   */
+  fail(error: unknown): void;
+  /** Runs this job alone again after `delay` (ms or "10s"), like throwing `RetryIn` from a single handler. */
+  retry(delay: Duration): void;
+}
+
+/** The context of one batch call: one signal, one heartbeat, one logger for the whole batch. */
+export interface BatchContext<P = unknown> {
+  jobs: ReadonlyArray<BatchJob<P>>;
+  /**
+   * Aborts for the whole batch: on shutdown (after the soft timeout), on the worker's jobTimeout (which
+   * times the batch call), and when any job of the batch is cancelled or loses its lease (that job's outcome
+   * is then not recorded; a throw after such an abort releases the batch's other jobs unharmed).
+   */
+  signal: AbortSignal;
+  /** Extends the lease of every job of the batch now (also done automatically). False when all are lost. */
+  heartbeat(): Promise<boolean>;
+  /** A logger bound to the batch (its kind and size). */
+  log: Logger;
+}
+
+/**
+ * A batch handler: resolves with nothing (every job completed), an array with one entry per job in order
+ * (a result to store, `undefined` for none, or an Error to fail that job), or throws (every job fails, each
+ * by its own retry policy). `jobs[i].fail()` / `jobs[i].retry()` override either for that job.
+ */
+export type BatchHandler<P = unknown, R = unknown> = (
+  jobs: ReadonlyArray<BatchJob<P>>,
+  ctx: BatchContext<P>,
+) => BatchReturn<R> | Promise<BatchReturn<R>>;
+
+/** What a batch handler returns: nothing, or one entry per job. */
+// biome-ignore lint/suspicious/noConfusingVoidType: an async handler without a return statement resolves `void`, which must type-check as "nothing"
+export type BatchReturn<R> = void | undefined | ReadonlyArray<R | Error | undefined>;
+
+/** `worker.registerBatch` options. */
+export interface BatchHandlerOptions {
+  /** Most jobs per handler call (1 to 1000). A batch occupies one of the worker's `concurrency` slots. */
+  size: number;
+  /**
+   * How long (ms) a partial batch may wait in the worker for more jobs of its kind before it is handed over.
+   * Default 0: whatever the claims so far returned.
+   */
+  waitMs?: number | undefined;
+}
+
 export interface WorkerOptions {
   /** Queues to take jobs from. Default ["default"]. */
   queues?: string[] | undefined;

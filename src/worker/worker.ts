@@ -11,7 +11,8 @@
  * presents the job's lease, so a worker that lost its lease changes nothing;
  * at stop, buffered jobs go back at once and running ones get
  * `shutdownTimeout`, then their signals abort, then (after `abortGrace`) their
- * jobs are released without consuming the attempt.
+ * jobs are released without consuming the attempt. Batch kinds (registerBatch)
+ * run in batch.ts, one slot per batch.
  */
 import { EventEmitter } from "node:events";
 import type pg from "pg";
@@ -21,7 +22,7 @@ import type { JobDefinition, PayloadOf, ResultOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { assertMiddleware } from "../core/middleware.js";
 import { defaultErrorRedactor } from "../core/secrets.js";
-import { assertKey, assertName, type Duration } from "../core/validate.js";
+import { assertInt, assertKey, assertName, type Duration } from "../core/validate.js";
 import { isUnavailable } from "../db/connectionErrors.js";
 import { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { JobStore } from "../db/jobStore.js";
@@ -43,10 +44,24 @@ import { ParentsLoader } from "./parents.js";
 import type { Presence } from "./presence.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
 import { completeSpawning, prepareSpawn } from "./spawning.js";
-import type { Handler, Job, Running, WorkerEvents, WorkerMiddleware, WorkerOptions, WorkerStats } from "./types.js";
+import type {
+  BatchHandler,
+  BatchHandlerOptions,
+  Handler,
+  Job,
+  Running,
+  WorkerEvents,
+  WorkerMiddleware,
+  WorkerOptions,
+  WorkerStats,
+} from "./types.js";
 import { backoffWait } from "./wakeup.js";
 
 export type {
+  BatchContext,
+  BatchHandler,
+  BatchHandlerOptions,
+  BatchJob,
   ClaimInfo,
   Handler,
   Job,
@@ -99,6 +114,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly presence: Presence | undefined;
   private readonly logger: Logger;
   private readonly ownsPool: boolean;
+  /** The largest size given to registerBatch (1 when none). */
+  private largestBatch = 1;
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
   private loop: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
@@ -190,6 +207,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       jobTimeoutMs: s.jobTimeoutMs,
       hooks: options.hooks,
       heartbeat: (running) => this.leases.heartbeatOne(running),
+      heartbeatBatch: (members) => this.leases.heartbeatSome(members),
       progress: (running, value, encoded) => {
         this.leases.noteProgress(running, encoded);
         this.emit("progress", running.job, value);
@@ -205,8 +223,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       completeTx: (running, client, result) => completeInTx(completeTxParts, running, client, result),
       settleCompletedTx: (running) => settleCompletedTx(completeTxParts, running),
       onStart: (job) => this.emit("jobStart", job),
-      onEnd: (job, outcome, durationMs, error) => {
-        this.fetcher.noteHandlerMs(durationMs);
+      onEnd: (job, outcome, durationMs, error, perJobMs) => {
+        this.fetcher.noteHandlerMs(perJobMs ?? durationMs);
         this.emit("jobEnd", job, outcome, durationMs, error);
       },
     });
@@ -227,6 +245,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       running: () => this.state === "running" || this.state === "idle",
       saturated: () => this.completer.saturated,
       execute: (running) => executor.execute(running),
+      batchOf: (kind) => executor.batchOf(kind),
+      largestBatch: () => this.largestBatch,
+      executeBatch: (members) => executor.executeBatch(members),
       release: (running) => this.completer.record(running, "released", undefined),
       onClaimed: (jobs, info) => this.emit("claimed", jobs, info),
       onIdle: () => this.emit("idle"),
@@ -270,6 +291,40 @@ export class Worker extends EventEmitter<WorkerEvents> {
       kind,
       definition ? { definition, handler: handler as Handler<never> } : { handler: handler as Handler<never> },
     );
+    return this;
+  }
+
+  /**
+   * Registers a batch handler for a job kind (docs/jobs.md, "Batch handlers"): one call for up to
+   * `options.size` claimed jobs of that kind; a partial batch is handed over after `options.waitMs`
+   * (default 0: whatever the claims so far returned). A batch occupies one of the worker's `concurrency`
+   * slots. Outcomes are per job (`jobs[i].fail(err)`, `jobs[i].retry(delay)`, an array of results) or for
+   * all (return nothing: all completed; throw: all failed, each by its own retry policy). Middleware and
+   * the single-job context's extras (ctx.completeTx, spawn, progress, parents, pauseKey) do not apply.
+   * Returns this, for chaining.
+   */
+  registerBatch<J extends JobDefinition<unknown> | string>(
+    job: J,
+    options: BatchHandlerOptions,
+    handler: BatchHandler<PayloadOf<J>, ResultOf<J>>,
+  ): this {
+    const definition = typeof job === "string" ? undefined : (job as JobDefinition<unknown>);
+    const kind = assertName("kind", typeof job === "string" ? job : definition?.kind);
+    if (typeof options !== "object" || options === null)
+      throw new SkipqError(
+        "SKIPQ_INVALID_ARGUMENT",
+        `registerBatch("${kind}") needs options: { size } (jobs per call, 1 to 1000), and optionally waitMs`,
+      );
+    const size = assertInt("size", options.size, 1, 1000);
+    const waitMs = assertInt("waitMs", options.waitMs ?? 0, 0, Math.floor(this.settings.lockTimeoutMs / 2));
+    if (typeof handler !== "function")
+      throw new SkipqError("SKIPQ_INVALID_ARGUMENT", `batch handler for "${kind}" must be a function`);
+    const single: Handler<never> = () => {
+      throw new SkipqError("SKIPQ_INVALID_ARGUMENT", `"${kind}" is registered as a batch kind`);
+    };
+    const batch = { size, waitMs, handler: handler as BatchHandler<never> };
+    this.handlers.set(kind, definition ? { definition, handler: single, batch } : { handler: single, batch });
+    this.largestBatch = Math.max(1, ...[...this.handlers.values()].map((r) => r.batch?.size ?? 1));
     return this;
   }
 
@@ -373,7 +428,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * scripts. Returns the number of jobs claimed.
    */
   async runOnce(): Promise<number> {
-    const jobs = await this.fetcher.claim(this.batchSize);
+    const jobs = await this.fetcher.claim(this.fetcher.claimSize);
     this.fetcher.startBuffered();
     await Promise.all(jobs.map((running) => running.done));
     await this.completer.flush();

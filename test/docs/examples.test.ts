@@ -99,6 +99,13 @@ test("examples/flow-control.ts keeps each customer within its limit and groups d
   expect(out).toContain('dead: 1 job(s) failed with "FailPermanently: page 13 does not exist"');
 });
 
+test("examples/batch.ts sends 7 queued messages in 2 batch calls, the bad number dead alone, each result stored", async () => {
+  const out = await runExample("examples/batch.ts");
+  expect(out).toContain("7 jobs in 2 handler calls (at most 5 each)");
+  expect(out).toContain("completed 6, dead 1");
+  expect(out).toContain('first result {"messageId":"msg-0"}');
+});
+
 test("examples/complete-tx.ts completes each job with its business row: a committed charge at once, a rolled-back one on its retry", async () => {
   const out = await runExample("examples/complete-tx.ts");
   expect(out).toContain('A-1: completed after 1 attempt(s), result {"receipt":"r-A-1"}, charge rows 1');

@@ -303,6 +303,33 @@ describe("as the documented roles", () => {
   });
 });
 
+describe("batch handlers as the documented roles", () => {
+  test("a batch worker of the worker role claims one batch and records every per-item outcome: completed with results, retried, dead", async () => {
+    const runtime = client(roles.worker);
+    const q = "batch";
+    const ids: string[] = [];
+    for (let n = 0; n < 4; n++) ids.push((await owner.enqueue(task, { n }, { queue: q, maxAttempts: 2 })).id);
+    const sizes: number[] = [];
+    const w: Worker = runtime
+      .worker({ queues: [q], maintenance: false, listen: false })
+      .registerBatch(task, { size: 10 }, async (jobs) => {
+        sizes.push(jobs.length);
+        (jobs[1] as (typeof jobs)[0]).retry("1h");
+        (jobs[2] as (typeof jobs)[0]).fail(new Error("item failed"));
+        return jobs.map((j) => (j.payload.n === 3 ? new Error("result failed") : { n: j.payload.n }));
+      });
+    try {
+      expect(await w.runOnce()).toBe(4);
+    } finally {
+      await w.stop();
+    }
+    expect(sizes).toEqual([4]);
+    expect(await Promise.all(ids.map(statusOf))).toEqual(["completed", "pending", "pending", "pending"]);
+    const { rows } = await admin.query(`SELECT result FROM ${s()}.all_jobs WHERE id = $1`, [ids[0]]);
+    expect(rows[0].result).toEqual({ n: 0 });
+  });
+});
+
 describe("ctx.completeTx as the documented roles", () => {
   test("a completion in a transaction of the protocol worker's role commits with it; a producer-only role's is refused and the handler's outcome applies", async () => {
     const runtime = client(roles.worker);
