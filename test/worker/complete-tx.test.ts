@@ -290,6 +290,12 @@ test("a completeTx job's dependents become ready, its waiters settle and its liv
   const waited = t.skipq.waitFor(parent.id, { timeout: "30s" }).finally(() => {
     settled = true;
   });
+  // runOnce is one claim, and the wait's mark locks the job's row while it is written (a claim meanwhile skips
+  // it; a running worker is woken again for it, runOnce is not): claim once the mark is in.
+  await until("the wait's mark is on the job", async () => {
+    const { rows } = await t.db.query(`SELECT notify_on_finish FROM ${s}.jobs WHERE id = $1`, [parent.id]);
+    return rows[0]?.notify_on_finish === true;
+  });
   const ran = w.runOnce();
   await inside.promise;
   // Inside the open transaction: nothing of it is visible yet (an enqueue of the key would wait for it).
