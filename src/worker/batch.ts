@@ -12,13 +12,25 @@
  * throw or late rejection never escapes into the process.
  */
 import { CancelJob, FailPermanently, PayloadInvalidError, RetryIn, SkipqError } from "../core/errors.js";
-import { validatePayload } from "../core/job.js";
-import { childLogger } from "../core/logger.js";
+import { type JobDefinition, validatePayload } from "../core/job.js";
+import { childLogger, type Logger } from "../core/logger.js";
 import { type Duration, encodeResult, toMs } from "../core/validate.js";
 import type { ClaimedJob } from "./claimedJob.js";
-import type { ExecutorOptions, Registered } from "./executor.js";
 import { LazyAbortController } from "./lazyAbort.js";
-import type { BatchContext, BatchHandler, BatchJob, Job, Outcome, Running } from "./types.js";
+import type { BatchContext, BatchHandler, BatchJob, Job, Outcome, Running, WorkerHooks } from "./types.js";
+
+/** What a batch needs of the executor's options (executor.ts passes its own, which have these and more). */
+export interface BatchRunOptions {
+  held: Map<string, Running>;
+  logger: Logger;
+  jobTimeoutMs: number | undefined;
+  maxResultBytes: number;
+  hooks: WorkerHooks | undefined;
+  heartbeatBatch: (members: readonly Running[]) => Promise<boolean>;
+  record: (running: Running, outcome: Outcome, error: unknown, result?: string) => void;
+  onStart: (job: Job) => void;
+  onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown, perJobMs?: number) => void;
+}
 
 /** What a kind registered with registerBatch carries. */
 export interface BatchEntry {
@@ -90,8 +102,8 @@ class BatchItem implements BatchJob {
 
 /** Runs one batch of `members` (all of one kind) through its handler and records each job's outcome. */
 export async function executeBatch(
-  o: ExecutorOptions,
-  entry: Registered,
+  o: BatchRunOptions,
+  entry: { definition?: JobDefinition<unknown> },
   batch: BatchEntry,
   members: readonly Running[],
 ): Promise<void> {
