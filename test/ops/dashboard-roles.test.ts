@@ -96,7 +96,7 @@ test("every admin action is an audit row (who, what, when, from where), shown on
     ["queue limits", "queue audited"],
     ["bulk priority", "jobs matching a filter"],
   ]);
-  expect(rows[2].detail).toEqual({ limits: { concurrency: 3, keyConcurrency: null, rate: null } });
+  expect(rows[2].detail).toEqual({ limits: { concurrency: 3, keyConcurrency: null, rate: null, fairness: null } });
   expect(rows[3].detail).toEqual({ filter: { queue: "audited" }, jobs: 0, priority: 2 });
   for (const r of rows)
     expect(r).toMatchObject({ role: "admin", client: "127.0.0.1", user_agent: "roles-test/1.0", recent: true });
