@@ -92,7 +92,7 @@ describe("database faults", () => {
     await worker.start();
     const reconnectMs: number[] = [];
     for (let i = 0; i < 3; i++) {
-      const killedAt = await terminateStalled(q, "%picked AS MATERIALIZED%");
+      const killedAt = await terminateStalled(q, "%skipq_claim_next%");
       if (i < 2) continue; // the next claim stalls again; only the last is followed by a clean claim
       await until("a claim after the last termination", () => claims.some((t) => t > killedAt));
       reconnectMs.push((claims.find((t) => t > killedAt) ?? 0) - killedAt);

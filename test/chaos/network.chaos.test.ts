@@ -45,7 +45,7 @@ describe("network faults", () => {
     await enqueueChaos(q, 20, { ms: 50 });
     const p = await proxy({ inspect: true });
     // The claim is one autocommit statement: its reply (rows, CommandComplete, ReadyForQuery) is its commit's acknowledgement.
-    p.dropReplyTo(/WITH picked AS MATERIALIZED/, 1);
+    p.dropReplyTo(/skipq_claim_next/, 1);
     const w = await spawnWorker(q, {
       url: p.url(q.url),
       worker: { ...CHAOS_WORKER, concurrency: 5, batchSize: 5, prefetch: 0 },

@@ -10,6 +10,7 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { PoolTooSmallError } from "../../src/index.js";
+import { nestedPlans } from "../plans.js";
 import {
   CHAOS_WORKER,
   type ChaosQueue,
@@ -114,15 +115,18 @@ describe("pools, scale and time", () => {
     await big.db.query(`VACUUM ANALYZE ${s}.jobs`);
     await big.db.query(`ANALYZE ${s}.job_history`);
     const buildMs = Date.now() - t0;
-    const plan = await big.db.query(`EXPLAIN ${big.skipq.store.sql.jobs.jobClaimBatch.text}`, [
+    // The claim is a function: the plans of the statements it runs (auto_explain), not the call's.
+    const explainer = await big.db.connect();
+    const nodes = await nestedPlans(explainer, big.skipq.store.sql.jobs.jobClaimBatch.text, [
       ["default"],
       10,
       "w",
       30_000,
-    ]);
-    const planText = plan.rows.map((r) => r["QUERY PLAN"]).join("\n");
-    expect(planText).toContain("jobs_pending_claim");
-    expect(planText).not.toMatch(/Seq Scan on jobs/);
+    ])
+      .then((plans) => plans.flatMap((p) => p.nodes))
+      .finally(() => explainer.release());
+    expect(nodes.some((n) => n["Index Name"] === "jobs_pending_claim")).toBe(true);
+    expect(nodes.some((n) => n["Node Type"] === "Seq Scan" && n["Relation Name"] === "jobs")).toBe(false);
     const measure = async (q: ChaosQueue): Promise<number[]> => {
       await enqueueChaos(q, 300, {});
       const times: number[] = [];
