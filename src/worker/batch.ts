@@ -41,32 +41,43 @@ export interface BatchEntry {
 
 /** The job as a batch handler sees it: the claimed job's fields, and its own outcome (set by fail/retry). */
 class BatchItem implements BatchJob {
-  readonly id: string;
-  readonly queue: string;
-  readonly kind: string;
+  /** The payload the handler sees (replaced by its definition's validated value). */
   payload: unknown;
-  readonly priority: number;
-  readonly attempt: number;
-  readonly maxAttempts: number;
-  readonly headers: Record<string, string>;
-  readonly lease: string;
-  readonly concurrencyKey: string | null;
   /** The error this job alone fails with (fail, retry); undefined: the batch's outcome. */
   own: { error: unknown } | undefined;
   /** Set once the handler ended: later fail/retry calls would change nothing, so they throw. */
   ended = false;
 
   constructor(private readonly job: Job) {
-    this.id = job.id;
-    this.queue = job.queue;
-    this.kind = job.kind;
     this.payload = job.payload;
-    this.priority = job.priority;
-    this.attempt = job.attempt;
-    this.maxAttempts = job.maxAttempts;
-    this.headers = job.headers;
-    this.lease = job.lease;
-    this.concurrencyKey = job.concurrencyKey;
+  }
+
+  get id(): string {
+    return this.job.id;
+  }
+  get queue(): string {
+    return this.job.queue;
+  }
+  get kind(): string {
+    return this.job.kind;
+  }
+  get priority(): number {
+    return this.job.priority;
+  }
+  get attempt(): number {
+    return this.job.attempt;
+  }
+  get maxAttempts(): number {
+    return this.job.maxAttempts;
+  }
+  get headers(): Record<string, string> {
+    return this.job.headers;
+  }
+  get lease(): string {
+    return this.job.lease;
+  }
+  get concurrencyKey(): string | null {
+    return this.job.concurrencyKey;
   }
 
   get runAt(): Date {
