@@ -116,6 +116,12 @@ Examples:
 /** Runs the CLI with `argv` (as process.argv) and resolves to the exit code. */
 export async function main(argv: string[] = process.argv): Promise<number> {
   const program = buildProgram();
+  // No command at all (`skipq`, `skipq --`) asks what the tool does: the help, on stdout, exit 0.
+  // Commander would print it on stderr as an error.
+  if (argv.slice(2).every((a) => a === "--")) {
+    program.outputHelp();
+    return 0;
+  }
   try {
     await program.parseAsync(argv);
     return typeof process.exitCode === "number" ? process.exitCode : 0;

@@ -287,6 +287,14 @@ describe("fuzz", () => {
               { argv: ["limits", "pause-key", "fuzzq", "k", "--for", ""], mustFail: true, usage: true },
             ],
           ],
+          // Found in CI: `skipq --` printed the whole help on stderr with exit 2 (now: help on stdout, exit 0).
+          [
+            [
+              { argv: ["--"], mustFail: false, usage: false },
+              { argv: ["--schema", "\u000e", "stats"], mustFail: false, usage: false },
+              { argv: ["limits", "show", ""], mustFail: false, usage: false },
+            ],
+          ],
           // Found in CI: JSON.parse's message quotes the bad input, newline included, so the error took two lines.
           [
             [

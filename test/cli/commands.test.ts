@@ -309,6 +309,16 @@ describe.concurrent("cli commands", () => {
       expect(top.stdout).toContain("Exit codes: 0 success, 1 failure");
     });
 
+    test("skipq with no command (or only `--`) prints the help on stdout and exits 0", async () => {
+      // The chaos fuzzer found `skipq --` printing 59 lines of help on stderr with exit 2, as if it were bad input.
+      for (const argv of [[], ["--"]]) {
+        const bare = await skipq(argv);
+        expect(bare.code, JSON.stringify(argv)).toBe(0);
+        expect(bare.stderr).toBe("");
+        expect(bare.stdout).toContain("Usage: skipq [options] [command]");
+      }
+    });
+
     test("--schema on the command line wins over SKIPQ_SCHEMA in the environment", async () => {
       const result = await skipq(["stats", "--json", "--schema", t.schema], {
         DATABASE_URL,
