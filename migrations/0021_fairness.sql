@@ -11,9 +11,12 @@ ALTER TABLE queues ADD COLUMN limited boolean GENERATED ALWAYS AS (
   concurrency_limit IS NOT NULL OR key_concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL
   OR fairness IS NOT NULL) STORED;
 
--- Pending rows per (queue, key) in claim order: the fair claim reads one key's due jobs from its floor, and
--- finds the next key after the cursor by one descent. It leads with the queue, so no other queue's rows are read.
-CREATE INDEX jobs_pending_key ON jobs (queue, concurrency_key, priority DESC, run_at, id) WHERE status = 'pending';
+-- Pending rows with a key, per (queue, key) in claim order: the fair claim reads one key's due jobs from its
+-- floor, and finds the next key after the cursor by one descent. It leads with the queue, so no other queue's
+-- rows are read. Keyless rows are left out, so a queue that sets no key (most) pays nothing for it: a fair
+-- queue's keyless jobs are walked through jobs_pending_claim (FAIR_KEYLESS_WALK in src/db/sql/fairFunction.ts).
+CREATE INDEX jobs_pending_key ON jobs (queue, concurrency_key, priority DESC, run_at, id)
+  WHERE status = 'pending' AND concurrency_key IS NOT NULL;
 
 -- Each fair queue's round-robin cursor: the key last served ('' = jobs without a key; NULL = a round begins),
 -- whether that key still holds credit from its turn, and the round's quantum (credit per unit of weight).
@@ -85,6 +88,14 @@ DECLARE
   got_pri smallint[];
   got_run timestamptz[];
   got integer;
+  -- The keyless walk: the keyless candidates among the entries it read, how many it read, and the last one.
+  cand bigint[];
+  walked integer;
+  w_pri smallint;
+  w_run timestamptz;
+  w_id bigint;
+  -- When the keyless walk last started from the top (fair_keys.swept_at of key '').
+  e_swept timestamptz;
   c_id bigint[] := '{}';
   -- The queue and key of each job in c_id: this call's own claims count against the key's limits.
   c_q text[] := '{}';
@@ -166,12 +177,9 @@ BEGIN
         k := '';
         SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key = '';
         IF NOT FOUND THEN
-          IF EXISTS (SELECT 1 FROM jobs j WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending') THEN
-            INSERT INTO fair_keys (queue, key) VALUES (q, '') RETURNING * INTO st;
-          ELSE
-            cur := '';
-            CONTINUE;
-          END IF;
+          -- Every fair queue has the keyless key: whether it holds jobs is what its walk finds out.
+          INSERT INTO fair_keys (queue, key) VALUES (q, '')
+          ON CONFLICT ON CONSTRAINT fair_keys_pkey DO UPDATE SET credit = fair_keys.credit RETURNING * INTO st;
         END IF;
       ELSE
         SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key > cur ORDER BY f.key LIMIT 1;
@@ -217,9 +225,13 @@ BEGIN
         u_pri := u_pri || st.floor_priority;
         u_run := u_run || st.floor_run_at;
         u_id := u_id || st.floor_id;
-        u_swept := u_swept || (sweep OR st.floor_priority IS NULL
-                               OR st.swept_at < now() - interval '5000 milliseconds');
+        -- (The keyless walk starts from the top only when it has none: it is restarted at its end, below.)
+        u_swept := u_swept || (st.floor_priority IS NULL
+                               OR (k <> '' AND (sweep OR st.swept_at < now() - interval '5000 milliseconds')));
         pos := cardinality(u_key);
+        IF k = '' THEN
+          e_swept := st.swept_at;
+        END IF;
       END IF;
       v_credit := CASE WHEN v_open AND cur = k THEN u_credit[pos]
                        ELSE u_credit[pos] + quantum * COALESCE((cfg.weights ->> k)::double precision, 1) END;
@@ -249,7 +261,10 @@ BEGIN
       END IF;
       IF u_swept[pos] THEN
         -- From the key's start (its top level): the first visit, a sweep due, or one asked for.
-        f_pri := CASE WHEN k = '' THEN (SELECT j.priority FROM jobs j WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending' ORDER BY j.priority DESC LIMIT 1) ELSE (SELECT j.priority FROM jobs j WHERE j.queue = q AND j.concurrency_key = k AND j.status = 'pending' ORDER BY j.priority DESC LIMIT 1) END;
+        IF k = '' THEN
+          e_swept := now();
+        END IF;
+        f_pri := CASE WHEN k = '' THEN (SELECT j.priority FROM jobs j WHERE j.queue = q AND true AND j.status = 'pending' ORDER BY j.priority DESC LIMIT 1) ELSE (SELECT j.priority FROM jobs j WHERE j.queue = q AND j.concurrency_key = k AND j.status = 'pending' ORDER BY j.priority DESC LIMIT 1) END;
         f_run := '-infinity';
         f_id := 0;
       ELSE
@@ -258,25 +273,37 @@ BEGIN
         f_id := CASE WHEN u_run[pos] > horizon THEN 0 ELSE u_id[pos] END;
       END IF;
       got := 0;
+      walked := 0;
       IF f_pri IS NOT NULL THEN
         IF k = '' THEN
-          SELECT array_agg(a.id), array_agg(a.priority), array_agg(a.run_at)
-          INTO got_id, got_pri, got_run
-          FROM ((SELECT * FROM (SELECT j.id, j.priority, j.run_at FROM jobs j
-                  WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending' AND j.priority > f_pri AND j.run_at <= now()
-                    AND j.id <> ALL (c_id)
-                  ORDER BY j.priority DESC, j.run_at, j.id LIMIT take FOR UPDATE SKIP LOCKED) r)
-                UNION ALL
-                (SELECT * FROM (SELECT j.id, j.priority, j.run_at FROM jobs j
-                  WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending' AND j.priority = f_pri AND (j.run_at, j.id) > (f_run, f_id) AND j.run_at <= now()
-                    AND j.id <> ALL (c_id)
-                  ORDER BY j.run_at, j.id LIMIT take FOR UPDATE SKIP LOCKED) r)
-                UNION ALL
-                (SELECT * FROM (SELECT j.id, j.priority, j.run_at FROM jobs j
-                  WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending' AND j.priority < f_pri AND j.run_at <= now()
-                    AND j.id <> ALL (c_id)
-                  ORDER BY j.priority DESC, j.run_at, j.id LIMIT take FOR UPDATE SKIP LOCKED) r)
-                LIMIT take) a;
+          cand := NULL;
+          got_id := NULL;
+          SELECT array_agg(w.id ORDER BY w.priority DESC, w.run_at, w.id) FILTER (WHERE w.concurrency_key IS NULL AND w.id <> ALL (c_id)),
+                 count(*)::integer, (array_agg(w.priority ORDER BY w.priority, w.run_at DESC, w.id DESC))[1],
+                 (array_agg(w.run_at ORDER BY w.priority, w.run_at DESC, w.id DESC))[1], (array_agg(w.id ORDER BY w.priority, w.run_at DESC, w.id DESC))[1]
+            INTO cand, walked, w_pri, w_run, w_id
+            FROM ((SELECT * FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key
+                  FROM jobs j WHERE j.queue = q AND j.status = 'pending' AND j.priority > f_pri AND j.run_at <= now()
+                  ORDER BY j.priority DESC, j.run_at, j.id LIMIT 256) r)
+                  UNION ALL
+                  (SELECT * FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key
+                  FROM jobs j WHERE j.queue = q AND j.status = 'pending' AND j.priority = f_pri AND (j.run_at, j.id) > (f_run, f_id) AND j.run_at <= now()
+                  ORDER BY j.run_at, j.id LIMIT 256) r)
+                  UNION ALL
+                  (SELECT * FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key
+                  FROM jobs j WHERE j.queue = q AND j.status = 'pending' AND j.priority < f_pri AND j.run_at <= now()
+                  ORDER BY j.priority DESC, j.run_at, j.id LIMIT 256) r)
+                  LIMIT 256) w;
+          IF cand IS NOT NULL THEN
+            SELECT array_agg(a.id ORDER BY a.priority DESC, a.run_at, a.id),
+                   array_agg(a.priority ORDER BY a.priority DESC, a.run_at, a.id),
+                   array_agg(a.run_at ORDER BY a.priority DESC, a.run_at, a.id)
+              INTO got_id, got_pri, got_run
+              FROM (SELECT j.id, j.priority, j.run_at FROM jobs j
+                     WHERE j.id = ANY (cand) AND j.queue = q AND j.status = 'pending' AND j.concurrency_key IS NULL
+                       AND j.run_at <= now()
+                     ORDER BY j.priority DESC, j.run_at, j.id LIMIT take FOR UPDATE SKIP LOCKED) a;
+          END IF;
         ELSE
           SELECT array_agg(a.id), array_agg(a.priority), array_agg(a.run_at)
           INTO got_id, got_pri, got_run
@@ -315,11 +342,29 @@ BEGIN
       ELSE
         u_credit[pos] := 0;
       END IF;
+      IF k = '' AND got < take AND walked > 0 THEN
+        -- The walk took what its stretch held: the keyless floor moves to the stretch's end, past other keys' jobs.
+        u_pri[pos] := w_pri;
+        u_run[pos] := w_run;
+        u_id[pos] := w_id;
+      END IF;
+      IF k = '' THEN
+        -- A later visit in this call goes on from the floor, unless the walk reached the end of the due backlog
+        -- and a pass is due: then its next pass starts from the top (for jobs put behind it).
+        u_swept[pos] := got < take AND walked < 256
+                        AND (e_swept IS NULL OR e_swept < now() - CASE WHEN sweep THEN interval '0'
+                                                                      ELSE interval '30000 milliseconds' END);
+        IF u_swept[pos] THEN
+          u_pri[pos] := NULL;
+          u_run[pos] := NULL;
+          u_id[pos] := NULL;
+        END IF;
+      END IF;
     END LOOP;
     -- The keys met, written once: credit, floor (kept when the visit claimed nothing), when last swept.
     UPDATE fair_keys f
        SET credit = u.c, floor_priority = u.p, floor_run_at = u.r, floor_id = u.i,
-           swept_at = CASE WHEN u.s THEN now() ELSE f.swept_at END
+           swept_at = CASE WHEN u.k = '' THEN e_swept WHEN u.s THEN now() ELSE f.swept_at END
       FROM unnest(u_key, u_credit, u_pri, u_run, u_id, u_swept) AS u(k, c, p, r, i, s)
      WHERE f.queue = q AND f.key = u.k;
     UPDATE fair_queues c SET cursor_key = cur, open = v_open, quantum = fair_queues_q.v

@@ -1,8 +1,9 @@
 /**
  * The fair claim under a held snapshot: each key is read from its floor (the
  * last job claimed there), so the index entries of the jobs it consumed —
- * which a held snapshot keeps alive — are not stepped over again. Pages of
- * jobs_pending_key read by one claim, from auto_explain (test/plans.ts).
+ * which a held snapshot keeps alive — are not stepped over again; so is the
+ * keyless key's walk of jobs_pending_claim. Pages of both indexes read by one
+ * claim, from auto_explain (test/plans.ts).
  */
 import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
@@ -25,7 +26,7 @@ afterAll(async () => {
   await t.cleanup();
 }, 300_000);
 
-/** Pages of jobs_pending_key one fair claim of 10 reads (no sweep unless `sweep`), rolled back. */
+/** Index pages (jobs_pending_key, jobs_pending_claim) one fair claim of 10 reads (no sweep unless `sweep`). */
 async function pages(sweep: boolean): Promise<number> {
   // Not due a timed sweep: this measures the claims between sweeps.
   await t.db.query(`UPDATE ${s}.fair_keys SET swept_at = now()`);
@@ -37,7 +38,7 @@ async function pages(sweep: boolean): Promise<number> {
     ]);
     return plans
       .flatMap((p) => p.nodes)
-      .filter((n) => n["Index Name"] === "jobs_pending_key")
+      .filter((n) => n["Index Name"] === "jobs_pending_key" || n["Index Name"] === "jobs_pending_claim")
       .reduce((sum, n) => sum + (n["Shared Hit Blocks"] ?? 0) + (n["Shared Read Blocks"] ?? 0), 0);
   } finally {
     client.release();
@@ -47,7 +48,7 @@ async function pages(sweep: boolean): Promise<number> {
 test("under a held snapshot, a fair claim reads as few index pages after 20,000 jobs consumed as before them", async () => {
   await new Admin(t.skipq).setQueueLimits("fair", { fairness: {} });
   await t.db.query(`INSERT INTO ${s}.jobs (queue, kind, concurrency_key, run_at)
-                    SELECT 'fair', 'k', CASE WHEN i % 10 = 0 THEN 'small-' || (i % 7) ELSE 'big' END,
+                    SELECT 'fair', 'k', CASE WHEN i % 10 = 0 THEN 'small-' || (i % 7) WHEN i % 10 = 5 THEN NULL ELSE 'big' END,
                            now() - interval '1 hour' + i * interval '1 ms'
                       FROM generate_series(1, 40000) i`);
   await t.db.query(`VACUUM ANALYZE ${s}.jobs`);

@@ -73,6 +73,75 @@ test("jobs without a key are one key of their own, and a key's weight is its cla
   expect(Math.abs(share("-") - keys.length / 5.5)).toBeLessThanOrEqual(1);
 });
 
+test("jobs without a key behind a keyed backlog longer than one walk's stretch are reached, 256 entries a visit", async () => {
+  // Keyless jobs are not in jobs_pending_key: the keyless key walks the queue's claim index, at most
+  // FAIR_KEYLESS_WALK (256) due entries a visit, so 2,000 keyed jobs ahead of them take about 8 visits to pass.
+  await admin.setQueueLimits("q", { fairness: {} });
+  await backlog("q", { big: 2000, "-": 3 });
+  // A backlog older than the floors' margin (FLOOR_MARGIN_MS): the walk reads the last 2 s again each visit.
+  await t.db.query(`UPDATE "${t.schema}".jobs SET run_at = run_at - interval '1 minute'`);
+  const keys: string[] = [];
+  let calls = 0;
+  while (keys.filter((k) => k === "-").length < 3 && calls < 40) {
+    keys.push(...(await claimKeys("q", 2)));
+    calls++;
+  }
+  expect(keys.filter((k) => k === "-")).toHaveLength(3);
+  // One keyless visit a round (a call of 2 is a round here): 8 visits to pass the 2,000, then one job a round.
+  expect(calls).toBeLessThanOrEqual(2000 / 256 + 4);
+  expect(keys.filter((k) => k === "big").length).toBeGreaterThanOrEqual(calls);
+});
+
+test("a keyless job put behind the walk is claimed once the walk starts over: when asked, or after 30 s", async () => {
+  await admin.setQueueLimits("q", { fairness: {} });
+  await backlog("q", { "-": 5 });
+  expect(await claimKeys("q", 10)).toEqual(["-", "-", "-", "-", "-"]);
+  // A job due an hour ago (as a reaped or released one keeps its run_at): behind the walk's floor.
+  // (Each one earlier than the last, so it lies before wherever the walk stopped.)
+  let hours = 0;
+  const behind = async () =>
+    t.db.query(
+      `INSERT INTO "${t.schema}".jobs (queue, kind, run_at) VALUES ('q', 'fair', now() - $1 * interval '1 hour')`,
+      [++hours],
+    );
+  await behind();
+  expect(await claimKeys("q", 10)).toEqual([]);
+  // The worker's sweep flag ('!ready'): the walk is at its end, so its next visit starts from the top.
+  const swept = await t.db.query(
+    `SELECT concurrency_key FROM "${t.schema}".skipq_claim_fair($1, 10, 'w', 30000, true)`,
+    [["q"]],
+  );
+  expect(swept.rows.length + (await claimKeys("q", 10)).length).toBe(1);
+  await behind();
+  expect(await claimKeys("q", 10)).toEqual([]);
+  // Without the flag, a pass is due 30 s (FAIR_KEYLESS_SWEEP_MS) after the last one began.
+  await t.db.query(`UPDATE "${t.schema}".fair_keys SET swept_at = now() - interval '31 seconds' WHERE key = ''`);
+  expect([...(await claimKeys("q", 10)), ...(await claimKeys("q", 10))]).toEqual(["-"]);
+});
+
+test("jobs_pending_key holds keyed jobs only: a queue without keys writes nothing to it", async () => {
+  const fresh = await testQueue("fair_index");
+  try {
+    const size = async () =>
+      Number((await fresh.db.query(`SELECT pg_relation_size('"${fresh.schema}".jobs_pending_key') AS n`)).rows[0].n);
+    const empty = await size();
+    await fresh.skipq.enqueueMany(
+      Array.from({ length: 5000 }, (_, i) => ({ job, payload: { n: i } })),
+      {
+        returning: false,
+      },
+    );
+    expect(await size()).toBe(empty);
+    await fresh.skipq.enqueueMany(
+      Array.from({ length: 5000 }, (_, i) => ({ job, payload: { n: i }, concurrencyKey: `k${i % 50}` })),
+      { returning: false },
+    );
+    expect(await size()).toBeGreaterThan(empty + 8192 * 10);
+  } finally {
+    await fresh.cleanup();
+  }
+});
+
 test("a new key is claimed within one round of its arrival, behind a large backlog", async () => {
   await admin.setQueueLimits("q", { fairness: {} });
   await backlog("q", { big: 500, k1: 20, k2: 20 });

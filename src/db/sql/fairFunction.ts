@@ -31,6 +31,20 @@ import { FLOOR_MARGIN_MS, RANDOM_LEASE } from "./jobs.js";
 /** A key is read from the start of its backlog (no floor) at least this often, ms: rows put behind its floor. */
 export const FAIR_SWEEP_MS = 5000;
 
+/**
+ * Jobs without a key are not in jobs_pending_key (it indexes keyed rows only, so queues without fairness pay
+ * nothing for it): a fair queue's keyless jobs are found by walking the queue's claim index, jobs_pending_claim,
+ * from their own floor, at most this many due entries a visit, whatever their keys.
+ */
+export const FAIR_KEYLESS_WALK = 256;
+
+/**
+ * The keyless walk starts again from the top at most this often, ms, and only once it has reached the end: a
+ * pass over the whole due backlog costs one visit per FAIR_KEYLESS_WALK entries, so it is not restarted midway
+ * (a job far down the index would never be reached) nor as often as a key's sweep.
+ */
+export const FAIR_KEYLESS_SWEEP_MS = 30_000;
+
 /** `CREATE OR REPLACE FUNCTION skipq_claim_lock_key(…)`: the claim lock's second key (as claimLockKey in flow.ts). */
 export function claimLockKeySql(): string {
   return `CREATE OR REPLACE FUNCTION skipq_claim_lock_key(name text) RETURNS integer
@@ -70,6 +84,36 @@ export function fairFunctionSql(): string {
   };
   const top = (key: string) =>
     `(SELECT j.priority FROM jobs j WHERE j.queue = q AND ${key} AND j.status = 'pending' ORDER BY j.priority DESC LIMIT 1)`;
+  // The keyless walk: the same three ranges over jobs_pending_claim (every key's due jobs), unlocked and bounded,
+  // then the keyless ones among them locked by id.
+  const walkRange = (
+    bound: string,
+    order: string,
+  ) => `SELECT * FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key
+                  FROM jobs j WHERE j.queue = q AND j.status = 'pending' AND ${bound} AND j.run_at <= now()
+                  ORDER BY ${order} LIMIT ${FAIR_KEYLESS_WALK}) r`;
+  const walkOrder = "w.priority DESC, w.run_at, w.id";
+  const backwards = "w.priority, w.run_at DESC, w.id DESC";
+  const walk = `SELECT array_agg(w.id ORDER BY ${walkOrder}) FILTER (WHERE w.concurrency_key IS NULL AND w.id <> ALL (c_id)),
+                 count(*)::integer, (array_agg(w.priority ORDER BY ${backwards}))[1],
+                 (array_agg(w.run_at ORDER BY ${backwards}))[1], (array_agg(w.id ORDER BY ${backwards}))[1]
+            INTO cand, walked, w_pri, w_run, w_id
+            FROM ((${walkRange("j.priority > f_pri", "j.priority DESC, j.run_at, j.id")})
+                  UNION ALL
+                  (${walkRange("j.priority = f_pri AND (j.run_at, j.id) > (f_run, f_id)", "j.run_at, j.id")})
+                  UNION ALL
+                  (${walkRange("j.priority < f_pri", "j.priority DESC, j.run_at, j.id")})
+                  LIMIT ${FAIR_KEYLESS_WALK}) w;
+          IF cand IS NOT NULL THEN
+            SELECT array_agg(a.id ORDER BY a.priority DESC, a.run_at, a.id),
+                   array_agg(a.priority ORDER BY a.priority DESC, a.run_at, a.id),
+                   array_agg(a.run_at ORDER BY a.priority DESC, a.run_at, a.id)
+              INTO got_id, got_pri, got_run
+              FROM (SELECT j.id, j.priority, j.run_at FROM jobs j
+                     WHERE j.id = ANY (cand) AND j.queue = q AND j.status = 'pending' AND j.concurrency_key IS NULL
+                       AND j.run_at <= now()
+                     ORDER BY j.priority DESC, j.run_at, j.id LIMIT take FOR UPDATE SKIP LOCKED) a;
+          END IF;`;
   return `CREATE OR REPLACE FUNCTION skipq_claim_fair(
   queues text[], n integer, worker text, lease_ms double precision, sweep boolean DEFAULT false,
   margin_ms double precision DEFAULT ${FLOOR_MARGIN_MS})
@@ -99,6 +143,14 @@ DECLARE
   got_pri smallint[];
   got_run timestamptz[];
   got integer;
+  -- The keyless walk: the keyless candidates among the entries it read, how many it read, and the last one.
+  cand bigint[];
+  walked integer;
+  w_pri smallint;
+  w_run timestamptz;
+  w_id bigint;
+  -- When the keyless walk last started from the top (fair_keys.swept_at of key '').
+  e_swept timestamptz;
   c_id bigint[] := '{}';
   -- The queue and key of each job in c_id: this call's own claims count against the key's limits.
   c_q text[] := '{}';
@@ -180,12 +232,9 @@ BEGIN
         k := '';
         SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key = '';
         IF NOT FOUND THEN
-          IF EXISTS (SELECT 1 FROM jobs j WHERE j.queue = q AND j.concurrency_key IS NULL AND j.status = 'pending') THEN
-            INSERT INTO fair_keys (queue, key) VALUES (q, '') RETURNING * INTO st;
-          ELSE
-            cur := '';
-            CONTINUE;
-          END IF;
+          -- Every fair queue has the keyless key: whether it holds jobs is what its walk finds out.
+          INSERT INTO fair_keys (queue, key) VALUES (q, '')
+          ON CONFLICT ON CONSTRAINT fair_keys_pkey DO UPDATE SET credit = fair_keys.credit RETURNING * INTO st;
         END IF;
       ELSE
         SELECT * INTO st FROM fair_keys f WHERE f.queue = q AND f.key > cur ORDER BY f.key LIMIT 1;
@@ -231,9 +280,13 @@ BEGIN
         u_pri := u_pri || st.floor_priority;
         u_run := u_run || st.floor_run_at;
         u_id := u_id || st.floor_id;
-        u_swept := u_swept || (sweep OR st.floor_priority IS NULL
-                               OR st.swept_at < now() - interval '${FAIR_SWEEP_MS} milliseconds');
+        -- (The keyless walk starts from the top only when it has none: it is restarted at its end, below.)
+        u_swept := u_swept || (st.floor_priority IS NULL
+                               OR (k <> '' AND (sweep OR st.swept_at < now() - interval '${FAIR_SWEEP_MS} milliseconds')));
         pos := cardinality(u_key);
+        IF k = '' THEN
+          e_swept := st.swept_at;
+        END IF;
       END IF;
       v_credit := CASE WHEN v_open AND cur = k THEN u_credit[pos]
                        ELSE u_credit[pos] + quantum * COALESCE((cfg.weights ->> k)::double precision, 1) END;
@@ -263,7 +316,10 @@ BEGIN
       END IF;
       IF u_swept[pos] THEN
         -- From the key's start (its top level): the first visit, a sweep due, or one asked for.
-        f_pri := CASE WHEN k = '' THEN ${top("j.concurrency_key IS NULL")} ELSE ${top("j.concurrency_key = k")} END;
+        IF k = '' THEN
+          e_swept := now();
+        END IF;
+        f_pri := CASE WHEN k = '' THEN ${top("true")} ELSE ${top("j.concurrency_key = k")} END;
         f_run := '-infinity';
         f_id := 0;
       ELSE
@@ -272,9 +328,12 @@ BEGIN
         f_id := CASE WHEN u_run[pos] > horizon THEN 0 ELSE u_id[pos] END;
       END IF;
       got := 0;
+      walked := 0;
       IF f_pri IS NOT NULL THEN
         IF k = '' THEN
-          ${fetch("j.concurrency_key IS NULL")}
+          cand := NULL;
+          got_id := NULL;
+          ${walk}
         ELSE
           ${fetch("j.concurrency_key = k")}
         END IF;
@@ -297,11 +356,29 @@ BEGIN
       ELSE
         u_credit[pos] := 0;
       END IF;
+      IF k = '' AND got < take AND walked > 0 THEN
+        -- The walk took what its stretch held: the keyless floor moves to the stretch's end, past other keys' jobs.
+        u_pri[pos] := w_pri;
+        u_run[pos] := w_run;
+        u_id[pos] := w_id;
+      END IF;
+      IF k = '' THEN
+        -- A later visit in this call goes on from the floor, unless the walk reached the end of the due backlog
+        -- and a pass is due: then its next pass starts from the top (for jobs put behind it).
+        u_swept[pos] := got < take AND walked < ${FAIR_KEYLESS_WALK}
+                        AND (e_swept IS NULL OR e_swept < now() - CASE WHEN sweep THEN interval '0'
+                                                                      ELSE interval '${FAIR_KEYLESS_SWEEP_MS} milliseconds' END);
+        IF u_swept[pos] THEN
+          u_pri[pos] := NULL;
+          u_run[pos] := NULL;
+          u_id[pos] := NULL;
+        END IF;
+      END IF;
     END LOOP;
     -- The keys met, written once: credit, floor (kept when the visit claimed nothing), when last swept.
     UPDATE fair_keys f
        SET credit = u.c, floor_priority = u.p, floor_run_at = u.r, floor_id = u.i,
-           swept_at = CASE WHEN u.s THEN now() ELSE f.swept_at END
+           swept_at = CASE WHEN u.k = '' THEN e_swept WHEN u.s THEN now() ELSE f.swept_at END
       FROM unnest(u_key, u_credit, u_pri, u_run, u_id, u_swept) AS u(k, c, p, r, i, s)
      WHERE f.queue = q AND f.key = u.k;
     UPDATE fair_queues c SET cursor_key = cur, open = v_open, quantum = fair_queues_q.v
