@@ -21,7 +21,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { EmbeddedPostgres } from "../src/internal/embeddedPostgres.js";
+import { EmbeddedPostgres } from "../src/embedded/embeddedPostgres.js";
 import { runFloor } from "./floor.js";
 import { type BenchEnv, median, percentile, type SystemAdapter, show, sleep, waitFor } from "./lib.js";
 import { runOutboxBench } from "./outbox.js";

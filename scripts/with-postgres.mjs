@@ -8,7 +8,7 @@
 //
 // Usage: node scripts/with-postgres.mjs -- <command> [args...]
 import { spawn } from "node:child_process";
-import { EmbeddedPostgres } from "../dist/src/internal/embeddedPostgres.js";
+import { EmbeddedPostgres } from "../dist/src/embedded/embeddedPostgres.js";
 
 const separator = process.argv.indexOf("--");
 const command = process.argv.slice(separator === -1 ? 2 : separator + 1);

@@ -9,24 +9,6 @@ export { type KyselyLike, kyselyQueryable } from "./adapters/kysely.js";
 export { type PostgresJsLike, postgresJsQueryable } from "./adapters/postgresjs.js";
 export { type PrismaLike, prismaQueryable } from "./adapters/prisma.js";
 export { type BackoffOptions, backoffBaseMs, backoffMs, defaultBackoff } from "./core/backoff.js";
-export {
-  type BatchResult,
-  type BatchStatus,
-  type BulkItem,
-  type CheckedItem,
-  type CheckedItems,
-  type EnqueueCall,
-  type EnqueueMiddleware,
-  type EnqueueOptions,
-  type EnqueueResult,
-  type FinishedStatus,
-  type JobRef,
-  type Queryable,
-  Skipq,
-  type SkipqOptions,
-  type WaitOptions,
-  type WaitResult,
-} from "./core/client.js";
 export { errorFingerprint, formatError } from "./core/errorFormat.js";
 export {
   AlreadyCompletedError,
@@ -53,7 +35,6 @@ export { defineJob, type JobDefaults, type JobDefinition, type PayloadOf, type R
 export { defaultLogger, type Logger, silentLogger } from "./core/logger.js";
 export { defaultErrorRedactor, type ErrorRedactor } from "./core/secrets.js";
 export type { Duration } from "./core/validate.js";
-export type { BatchOptions, ParentFailurePolicy, ParentRef } from "./core/workflow.js";
 export {
   type CronOptions,
   type CronTickResult,
@@ -155,6 +136,24 @@ export {
   type SagaStepStatus,
 } from "./saga/define.js";
 export { Sagas } from "./saga/sagas.js";
+export {
+  type BatchResult,
+  type BatchStatus,
+  type BulkItem,
+  type CheckedItem,
+  type CheckedItems,
+  type EnqueueCall,
+  type EnqueueMiddleware,
+  type EnqueueOptions,
+  type EnqueueResult,
+  type FinishedStatus,
+  type JobRef,
+  type Queryable,
+  Skipq,
+  type SkipqOptions,
+  type WaitOptions,
+  type WaitResult,
+} from "./skipq.js";
 export type { ClaimInfo } from "./worker/worker.js";
 export {
   type BatchContext,
@@ -172,3 +171,4 @@ export {
   type WorkerOptions,
   type WorkerStats,
 } from "./worker/worker.js";
+export type { BatchOptions, ParentFailurePolicy, ParentRef } from "./workflow/graph.js";

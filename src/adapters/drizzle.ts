@@ -4,7 +4,7 @@
  * drivers. Pass Drizzle's own `sql` tag too: the statement is rebuilt from
  * `sql.raw` text and `sql.param` values, so this never imports `drizzle-orm`.
  */
-import type { Queryable } from "../core/client.js";
+import type { Queryable } from "../skipq.js";
 import { type QueryConfig, splitPlaceholders, textJsonCasts } from "./shared.js";
 
 /** The part of Drizzle's `sql` tag skipq uses. */

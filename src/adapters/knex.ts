@@ -3,7 +3,7 @@
  * `knex.transaction(async (trx) => …)` on the `pg` client. skipq's `$n`
  * placeholders become Knex's positional `?`; never imports `knex`.
  */
-import type { Queryable } from "../core/client.js";
+import type { Queryable } from "../skipq.js";
 import { type QueryConfig, splitPlaceholders, textJsonCasts } from "./shared.js";
 
 /** The part of Knex skipq uses. */

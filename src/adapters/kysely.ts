@@ -3,7 +3,7 @@
  * `db.transaction().execute(async (trx) => …)`. It hands Kysely a compiled raw
  * query (the shape `CompiledQuery.raw` builds), structurally; never imports `kysely`.
  */
-import type { Queryable } from "../core/client.js";
+import type { Queryable } from "../skipq.js";
 import { type QueryConfig, textJsonCasts } from "./shared.js";
 
 /** The part of Kysely skipq uses. */

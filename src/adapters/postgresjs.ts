@@ -3,7 +3,7 @@
  * `sql.begin(async (tx) => …)` hands you, so skipq writes join that
  * transaction. Takes the object structurally; never imports `postgres`.
  */
-import type { Queryable } from "../core/client.js";
+import type { Queryable } from "../skipq.js";
 import { type QueryConfig, textJsonCasts } from "./shared.js";
 
 /** The part of postgres.js skipq uses. */

@@ -4,7 +4,7 @@
  * positional parameters. int8 results (bigint in Prisma) become strings, as
  * skipq's ids are. Takes the client structurally; never imports `@prisma/client`.
  */
-import type { Queryable } from "../core/client.js";
+import type { Queryable } from "../skipq.js";
 import { bigintsToStrings, type QueryConfig, textJsonCasts } from "./shared.js";
 
 /** The part of Prisma skipq uses. */

@@ -9,13 +9,13 @@
  */
 import Table from "cli-table3";
 import type { Command } from "commander";
-import { Skipq } from "../core/client.js";
 import { silentLogger } from "../core/logger.js";
 import { assertSchema } from "../core/validate.js";
 import { assertSchemaCurrent, currentVersion } from "../db/migrate.js";
 import { Admin } from "../ops/admin.js";
 import { displayJson } from "../ops/display.js";
 import { timestampText } from "../ops/timestamp.js";
+import { Skipq } from "../skipq.js";
 import { CliError, describeError, EXIT_FAILURE } from "./errors.js";
 import { terminalJson, terminalText } from "./terminal.js";
 

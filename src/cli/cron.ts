@@ -4,8 +4,9 @@
  * Invariant: every entry is checked (shape, expression, time zone, names,
  * payload) before the worker connects; a bad one is a `CliError` naming it.
  */
-import type { Skipq } from "../core/client.js";
+
 import { type CronOptions, Scheduler } from "../cron/scheduler.js";
+import type { Skipq } from "../skipq.js";
 import { CliError } from "./errors.js";
 
 const SHAPE =

@@ -10,13 +10,13 @@
  * before anything runs. It never runs jobs itself: a worker does.
  */
 import { Cron } from "croner";
-import type { BulkItem, EnqueueOptions, JobRef, Skipq } from "../core/client.js";
 import { ValidationError } from "../core/errors.js";
 import type { PayloadOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { assertInt, assertName, type Duration, encodePayload, toMs } from "../core/validate.js";
 import type { Store } from "../db/store.js";
-import { Service } from "../maintenance/service.js";
+import { Service } from "../shared/service.js";
+import type { BulkItem, EnqueueOptions, JobRef, Skipq } from "../skipq.js";
 
 /** Longest a cron pass's transaction may sit idle (it holds its schedules' row locks). */
 const PASS_IDLE_BOUND_MS = 5000;

@@ -10,7 +10,7 @@
  * in claim order.
  */
 import type pg from "pg";
-import type { PauseTarget } from "../flow/pause.js";
+import type { PauseTarget } from "../core/pause.js";
 import type { Queryable } from "./queryable.js";
 import { type LimitedClaimParams, limitedClaimText } from "./sql/flow.js";
 import type { Store } from "./store.js";
@@ -62,7 +62,7 @@ export interface Settlement {
   entry?: string | null;
 }
 
-/** One job to insert, encoded and validated (src/core/enqueue.ts builds these). */
+/** One job to insert, encoded and validated (src/enqueue/enqueuer.ts builds these). */
 export interface InsertRow {
   /** Position in the caller's input. */
   i: number;

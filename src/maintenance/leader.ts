@@ -14,7 +14,7 @@
  */
 import type { Logger } from "../core/logger.js";
 import type { Store } from "../db/store.js";
-import { Service } from "./service.js";
+import { Service } from "../shared/service.js";
 
 export interface LeaderLeaseOptions {
   store: Store;

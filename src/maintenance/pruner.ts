@@ -19,8 +19,8 @@ import { ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { assertInt, type Duration, toMs } from "../core/validate.js";
 import type { Store } from "../db/store.js";
+import { Service } from "../shared/service.js";
 import { ensurePartitions, moveFinishedJobs } from "./history.js";
-import { Service } from "./service.js";
 
 export interface PrunerOptions {
   /** Keep completed jobs this long after they completed; 0 keeps no completed history at all. Default "1d". */

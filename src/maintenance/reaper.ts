@@ -10,7 +10,7 @@
  */
 import type { Logger } from "../core/logger.js";
 import type { Store } from "../db/store.js";
-import { ServiceTask } from "./service.js";
+import { ServiceTask } from "../shared/service.js";
 
 export interface ReapedJob {
   id: string;

@@ -4,15 +4,16 @@
  * explorer and bulk actions are in adminExplorer.ts, queue statistics in
  * adminStats.ts; the methods here delegate to them.
  */
-import type { Skipq } from "../core/client.js";
+
 import { SkipqError, ValidationError } from "../core/errors.js";
+import { pauseTarget } from "../core/pause.js";
 import { assertId, assertInt, assertKey, assertName, type Duration, toMs } from "../core/validate.js";
 import { parseCron } from "../cron/scheduler.js";
 import { JobStore } from "../db/jobStore.js";
 import type { Statement } from "../db/statements.js";
 import type { Store } from "../db/store.js";
-import { pauseTarget } from "../flow/pause.js";
 import { prune } from "../maintenance/pruner.js";
+import type { Skipq } from "../skipq.js";
 import { bulk, bulkCounts, likePattern, searchJobs } from "./adminExplorer.js";
 import { queueOverview, queueSeries, throughput } from "./adminStats.js";
 import {

@@ -7,10 +7,11 @@
  * publishers of one key are serialised until commit, so id order per key is
  * commit order (src/db/sql/outbox.ts).
  */
-import type { Queryable, Skipq } from "../core/client.js";
+
 import { ValidationError } from "../core/errors.js";
 import { assertName, type Duration, encodeHeaders, encodePayload, toMs } from "../core/validate.js";
 import type { Store } from "../db/store.js";
+import type { Queryable, Skipq } from "../skipq.js";
 import { OutboxRelay, type RelayOptions } from "./relay.js";
 
 export type { RelayEvents, RelayOptions } from "./relay.js";

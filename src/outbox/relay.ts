@@ -17,8 +17,8 @@ import type { Logger } from "../core/logger.js";
 import { assertInt, type Duration, toMs } from "../core/validate.js";
 import type { Statement } from "../db/statements.js";
 import type { Store } from "../db/store.js";
-import { instanceId, refused } from "../internal/instance.js";
-import { Wakeup } from "../worker/wakeup.js";
+import { instanceId, refused } from "../shared/instance.js";
+import { Wakeup } from "../shared/wakeup.js";
 import type { OutboxEvent, OutboxSink } from "./types.js";
 
 /** What a relay needs from its outbox. */

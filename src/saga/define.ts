@@ -3,9 +3,10 @@
  * action with a compensation, and the state a saga is in. The runner that
  * moves sagas is in sagas.ts.
  */
-import type { Skipq } from "../core/client.js";
+
 import { ValidationError } from "../core/errors.js";
 import { assertId, assertName, type Duration } from "../core/validate.js";
+import type { Skipq } from "../skipq.js";
 import type { JobContext, WorkerOptions } from "../worker/worker.js";
 
 export type SagaStatus = "running" | "completed" | "compensating" | "compensated" | "failed";

@@ -16,7 +16,7 @@
  * saga's row lock; actions and compensations run at least once and must be
  * idempotent. It never runs user code inside a transaction.
  */
-import type { Queryable, Skipq } from "../core/client.js";
+
 import {
   CancelJob,
   FailPermanently,
@@ -27,7 +27,8 @@ import {
 } from "../core/errors.js";
 import { assertInt, assertName, encodePayload, encodeResult, toMs } from "../core/validate.js";
 import type { Store } from "../db/store.js";
-import { Service } from "../maintenance/service.js";
+import { Service } from "../shared/service.js";
+import type { Queryable, Skipq } from "../skipq.js";
 import type { JobContext, Worker } from "../worker/worker.js";
 import {
   getSaga,

@@ -15,8 +15,8 @@ import { CancelJob, FailPermanently, PayloadInvalidError, RetryIn, SkipqError } 
 import { type JobDefinition, validatePayload } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { type Duration, encodeResult, toMs } from "../core/validate.js";
+import { LazyAbortController } from "../shared/lazyAbort.js";
 import type { ClaimedJob } from "./claimedJob.js";
-import { LazyAbortController } from "./lazyAbort.js";
 import type { BatchContext, BatchHandler, BatchJob, Job, Outcome, Running, WorkerHooks } from "./types.js";
 
 /** What a batch needs of the executor's options (executor.ts passes its own, which have these and more). */

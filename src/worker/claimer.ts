@@ -14,9 +14,9 @@
  * claim itself skips limited queues (read in the database at every claim).
  */
 import type { Logger } from "../core/logger.js";
+import type { PauseTarget } from "../core/pause.js";
 import type { ClaimedRow, JobStore } from "../db/jobStore.js";
-import type { PauseTarget } from "../flow/pause.js";
-import { Service } from "../maintenance/service.js";
+import { Service } from "../shared/service.js";
 import { claimTypes } from "./claimedJob.js";
 import { Floors } from "./floors.js";
 

@@ -17,8 +17,8 @@ import { encodeResult } from "../core/validate.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { JobStore } from "../db/jobStore.js";
 import type { Queryable } from "../db/queryable.js";
+import { type EnqueuerOf, insertSpawned, spawnedRows } from "../workflow/spawning.js";
 import { attemptEntry } from "./attemptLog.js";
-import { type EnqueuerOf, insertSpawned, spawnedRows } from "./spawning.js";
 import type { Running, WorkerStats } from "./types.js";
 
 export interface CompleteTxParts {

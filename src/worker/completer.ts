@@ -22,11 +22,11 @@ import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { InsertRow, JobStore, Settlement } from "../db/jobStore.js";
-import { refused } from "../internal/instance.js";
+import { refused } from "../shared/instance.js";
+import { sleep } from "../shared/wakeup.js";
+import { spawnedRows } from "../workflow/spawning.js";
 import { attemptEntry } from "./attemptLog.js";
-import { spawnedRows } from "./spawning.js";
 import type { Outcome, Running, WorkerStats } from "./types.js";
-import { sleep } from "./wakeup.js";
 
 export interface CompleterOptions {
   jobs: JobStore;

@@ -6,10 +6,10 @@
  */
 import { SkipqError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
+import { delay } from "../shared/wakeup.js";
 import type { Completer } from "./completer.js";
 import type { Fetcher } from "./fetcher.js";
 import type { Running } from "./types.js";
-import { delay } from "./wakeup.js";
 
 export interface DrainParts {
   fetcher: Fetcher;

@@ -11,7 +11,6 @@
  * registerBatch run through batch.ts instead, one call per batch.
  */
 
-import type { BulkItem } from "../core/enqueue.js";
 import {
   CancelJob,
   FailPermanently,
@@ -27,7 +26,8 @@ import type { ErrorRedactor } from "../core/secrets.js";
 import { type Duration, encodeProgress, encodeResult } from "../core/validate.js";
 import type { InsertRow } from "../db/jobStore.js";
 import type { Queryable } from "../db/queryable.js";
-import { endExecuteSpan, inSpan, startExecuteSpan } from "../ops/telemetry.js";
+import type { BulkItem } from "../enqueue/enqueuer.js";
+import { endExecuteSpan, inSpan, startExecuteSpan } from "../shared/telemetry.js";
 import { attemptLogger } from "./attemptLog.js";
 import { type BatchEntry, executeBatch } from "./batch.js";
 import { ClaimedJob } from "./claimedJob.js";

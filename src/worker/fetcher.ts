@@ -17,11 +17,11 @@
  */
 import type { Logger } from "../core/logger.js";
 import type { ClaimedRow } from "../db/jobStore.js";
-import { claimSpan } from "../ops/telemetry.js";
+import { LazyAbortController } from "../shared/lazyAbort.js";
+import { claimSpan } from "../shared/telemetry.js";
+import { backoffWait, Wakeup } from "../shared/wakeup.js";
 import { ClaimedJob, parseTimestamptz } from "./claimedJob.js";
-import { LazyAbortController } from "./lazyAbort.js";
 import type { ClaimInfo, Job, Running, WorkerHooks, WorkerStats } from "./types.js";
-import { backoffWait, Wakeup } from "./wakeup.js";
 
 export interface FetcherOptions {
   claim: (limit: number) => Promise<ClaimedRow[]>;

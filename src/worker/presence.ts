@@ -8,7 +8,7 @@
 import os from "node:os";
 import type { Logger } from "../core/logger.js";
 import type { Store } from "../db/store.js";
-import { Service } from "../maintenance/service.js";
+import { Service } from "../shared/service.js";
 
 export interface PresenceOptions {
   store: Store;

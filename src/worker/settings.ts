@@ -10,7 +10,7 @@ import { PoolTooSmallError, SkipqError, ValidationError } from "../core/errors.j
 import type { Logger } from "../core/logger.js";
 import { assertInt, assertName, toMs } from "../core/validate.js";
 import { createPool, type ResolvedSettings, workerSessionSettings } from "../db/pool.js";
-import { instanceId } from "../internal/instance.js";
+import { instanceId } from "../shared/instance.js";
 import type { WorkerOptions } from "./types.js";
 
 /** The shortest lease a worker accepts (see resolveSettings). */

@@ -6,14 +6,17 @@
 import type { Context as TraceContext } from "@opentelemetry/api";
 import type pg from "pg";
 import type { BackoffOptions } from "../core/backoff.js";
-import type { BulkItem, CheckedItem, CheckedItems } from "../core/enqueue.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { Duration } from "../core/validate.js";
 import type { InsertRow } from "../db/jobStore.js";
 import type { Queryable } from "../db/queryable.js";
+import type { BulkItem, CheckedItem, CheckedItems } from "../enqueue/enqueuer.js";
 import type { LocalService, MaintenanceOptions } from "../maintenance/maintainer.js";
-import type { LazyAbortController } from "./lazyAbort.js";
+import type { LazyAbortController } from "../shared/lazyAbort.js";
+import type { ParentOutcome } from "../workflow/parents.js";
+
+export type { ParentOutcome };
 
 /** A claimed job as its handler sees it. */
 export interface Job<P = unknown> {
@@ -95,17 +98,6 @@ export interface JobContext<P = unknown> {
    * completeTx); commit or roll back before the handler returns. The lease is not extended after the call.
    */
   completeTx(client: Queryable, result?: unknown): Promise<void>;
-}
-
-/** Workflows: a parent as its dependent's handler sees it (`ctx.parents`). */
-export interface ParentOutcome {
-  kind: string;
-  /** How the parent ended; null when it is live again (retried by hand) while this job runs anyway. */
-  status: "completed" | "dead" | "cancelled" | null;
-  /** What the parent's handler returned (JSON); null when it returned nothing or its history is gone. */
-  result: unknown;
-  /** The parent's last error, when it died or was cancelled. */
-  error: string | null;
 }
 
 /**

@@ -16,21 +16,25 @@
  */
 import { EventEmitter } from "node:events";
 import type pg from "pg";
-import type { Enqueuer } from "../core/enqueue.js";
 import { SkipqError } from "../core/errors.js";
 import type { JobDefinition, PayloadOf, ResultOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { assertMiddleware } from "../core/middleware.js";
+import { pauseTarget } from "../core/pause.js";
 import { defaultErrorRedactor } from "../core/secrets.js";
 import { assertInt, assertKey, assertName, type Duration } from "../core/validate.js";
 import { isUnavailable } from "../db/connectionErrors.js";
 import { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { JobStore } from "../db/jobStore.js";
+import { type Listener, workerListener } from "../db/listener.js";
 import { assertSchemaCurrent } from "../db/migrate.js";
 import type { ResolvedSettings } from "../db/pool.js";
 import type { Store } from "../db/store.js";
-import { pauseTarget } from "../flow/pause.js";
+import type { Enqueuer } from "../enqueue/enqueuer.js";
 import type { Maintainer } from "../maintenance/maintainer.js";
+import { backoffWait } from "../shared/wakeup.js";
+import { ParentsLoader } from "../workflow/parents.js";
+import { completeSpawning, prepareSpawn } from "../workflow/spawning.js";
 import { Claimer } from "./claimer.js";
 import { Completer } from "./completer.js";
 import { type CompleteTxParts, completeInTx, settleCompletedTx } from "./completeTx.js";
@@ -38,12 +42,9 @@ import { drainJobs } from "./drain.js";
 import { Executor, type Registered } from "./executor.js";
 import { Fetcher } from "./fetcher.js";
 import { Leases } from "./leases.js";
-import { type Listener, workerListener } from "./listener.js";
 import { workerMaintainer, workerPresence } from "./loops.js";
-import { ParentsLoader } from "./parents.js";
 import type { Presence } from "./presence.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
-import { completeSpawning, prepareSpawn } from "./spawning.js";
 import type {
   BatchHandler,
   BatchHandlerOptions,
@@ -55,7 +56,6 @@ import type {
   WorkerOptions,
   WorkerStats,
 } from "./types.js";
-import { backoffWait } from "./wakeup.js";
 
 export type {
   BatchContext,

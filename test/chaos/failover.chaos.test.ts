@@ -20,8 +20,8 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EmbeddedPostgres } from "../../src/embedded/embeddedPostgres.js";
 import { Skipq, silentLogger } from "../../src/index.js";
-import { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import {
   CHAOS_WORKER,
   type ChaosQueue,

@@ -15,8 +15,8 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { parseConnectionString } from "../../src/db/connectionString.js";
 import { createPool } from "../../src/db/pool.js";
+import { EmbeddedPostgres } from "../../src/embedded/embeddedPostgres.js";
 import { Skipq, type SkipqOptions, silentLogger } from "../../src/index.js";
-import { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import { until as pollUntil } from "../until.js";
 import { type ChildConfig, type LedgerEntry, readLedger } from "./ledger.js";
 

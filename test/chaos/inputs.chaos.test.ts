@@ -8,6 +8,7 @@ import fc from "fast-check";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import type { EmbeddedPostgres } from "../../src/embedded/embeddedPostgres.js";
 import {
   backoffMs,
   type Duration,
@@ -17,7 +18,6 @@ import {
   SkipqError,
   silentLogger,
 } from "../../src/index.js";
-import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import { type ChaosQueue, chaosQueue, recordResult, startServer, statusCounts, until } from "./harness.js";
 
 let server: EmbeddedPostgres;

@@ -13,7 +13,7 @@
 import fc from "fast-check";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
+import type { EmbeddedPostgres } from "../../src/embedded/embeddedPostgres.js";
 import { type ChaosQueue, chaosQueue, recordResult, startServer } from "./harness.js";
 
 type Status = "pending" | "running" | "completed" | "dead" | "cancelled";

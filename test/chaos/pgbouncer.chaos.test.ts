@@ -9,8 +9,8 @@
  * work when consecutive statements land on different server connections.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { EmbeddedPostgres } from "../../src/embedded/embeddedPostgres.js";
 import { Skipq, silentLogger, type Worker } from "../../src/index.js";
-import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import { type Bouncer, startBouncer } from "./bouncer.js";
 import {
   CHAOS_WORKER,

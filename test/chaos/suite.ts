@@ -4,8 +4,8 @@
  * processes killed, in-process workers stopped).
  */
 import { afterAll, afterEach, beforeAll } from "vitest";
+import type { EmbeddedPostgres } from "../../src/embedded/embeddedPostgres.js";
 import type { Worker } from "../../src/index.js";
-import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
 import { type ChaosQueue, chaosQueue, killAllChildren, startServer } from "./harness.js";
 
 /** The lease settings of CHAOS_WORKER, as printed with every result row. */

@@ -11,7 +11,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll } from "vitest";
-import type { EmbeddedPostgres } from "../../src/internal/embeddedPostgres.js";
+import type { EmbeddedPostgres } from "../../src/embedded/embeddedPostgres.js";
 import {
   CHAOS_WORKER,
   type ChaosQueue,

@@ -9,10 +9,10 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
-import { Skipq } from "../../core/client.js";
 import { defaultLogger } from "../../core/logger.js";
 import { isLoopback, resolveCredentials } from "../../ops/dashboard/auth.js";
 import { startDashboard } from "../../ops/dashboard/server.js";
+import { Skipq } from "../../skipq.js";
 import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseInteger } from "../parse.js";

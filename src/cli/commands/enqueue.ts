@@ -5,7 +5,7 @@
  * so bad input writes nothing.
  */
 import type { Command } from "commander";
-import type { EnqueueOptions } from "../../core/client.js";
+import type { EnqueueOptions } from "../../skipq.js";
 import { printJson, withSession } from "../context.js";
 import { CliError } from "../errors.js";
 import { parseDate, parseDuration, parseId, parseInteger, parseJson, parseName } from "../parse.js";

@@ -7,10 +7,10 @@
  * worker connects, so bad input claims nothing.
  */
 import type { Command } from "commander";
-import { Skipq } from "../../core/client.js";
 import { defaultLogger } from "../../core/logger.js";
 import { defaultErrorRedactor } from "../../core/secrets.js";
 import { createMetrics, type MetricsServer, serveMetrics } from "../../ops/metrics.js";
+import { Skipq } from "../../skipq.js";
 import type { WorkerOptions } from "../../worker/worker.js";
 import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";
 import { schedulerFromTasks } from "../cron.js";

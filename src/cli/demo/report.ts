@@ -3,9 +3,10 @@
  * database (counts, rates, pickup latency, dead jobs by error), and the next
  * steps for a newcomer.
  */
-import type { Skipq } from "../../core/client.js";
+
 import { demoStatements } from "../../db/sql/demo.js";
 import { Admin } from "../../ops/admin.js";
+import type { Skipq } from "../../skipq.js";
 import { table } from "../context.js";
 import { shippedDoc } from "../docs.js";
 import { CliError, describeTarget, EXIT_FAILURE } from "../errors.js";

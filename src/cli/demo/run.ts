@@ -11,10 +11,10 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import cliProgress from "cli-progress";
-import { Skipq } from "../../core/client.js";
 import { silentLogger } from "../../core/logger.js";
 import { demoStatements } from "../../db/sql/demo.js";
-import { EmbeddedPostgres } from "../../internal/embeddedPostgres.js";
+import { EmbeddedPostgres } from "../../embedded/embeddedPostgres.js";
+import { Skipq } from "../../skipq.js";
 import type { Job, JobContext, Worker } from "../../worker/worker.js";
 import { CliError, describeTarget, EXIT_FAILURE } from "../errors.js";
 import { DEMO_MARK, n, nextSteps, say, summary } from "./report.js";

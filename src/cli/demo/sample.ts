@@ -4,8 +4,8 @@
  * card declines fail permanently). Deterministic for a given count.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import type { BulkItem } from "../../core/client.js";
 import { FailPermanently } from "../../core/errors.js";
+import type { BulkItem } from "../../skipq.js";
 import type { JobContext } from "../../worker/worker.js";
 
 export const QUEUES = ["default", "payments", "reports"];

@@ -16,10 +16,10 @@
  */
 import { createHash } from "node:crypto";
 import type http from "node:http";
-import { Skipq } from "../../core/client.js";
 import { SkipqError, ValidationError } from "../../core/errors.js";
 import { defaultLogger } from "../../core/logger.js";
 import { assertInt, toMs } from "../../core/validate.js";
+import { Skipq } from "../../skipq.js";
 import { Admin } from "../admin.js";
 import type { ReplicaStatus } from "../adminTypes.js";
 import { SkipqMetrics } from "../metrics.js";

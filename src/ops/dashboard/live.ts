@@ -23,8 +23,8 @@
  */
 import type http from "node:http";
 import type { Logger } from "../../core/logger.js";
+import { Listener } from "../../db/listener.js";
 import type { Store } from "../../db/store.js";
-import { Listener } from "../../worker/listener.js";
 import type { Admin } from "../admin.js";
 import type { QueueOverview, WorkerPresence } from "../adminTypes.js";
 

@@ -2,9 +2,10 @@
  * The dashboard's options and the handle `createDashboard` returns: types
  * only, each option with its default. `handler.ts` re-exports them.
  */
-import type { Skipq } from "../../core/client.js";
+
 import type { Logger } from "../../core/logger.js";
 import type { Duration } from "../../core/validate.js";
+import type { Skipq } from "../../skipq.js";
 import type { HealthOptions } from "../health.js";
 import type { SkipqMetrics } from "../metrics.js";
 import type { DashboardAuth, ThrottleOptions } from "./auth.js";

@@ -7,8 +7,8 @@
  * `false` when no route of its own matched.
  */
 import type http from "node:http";
-import type { Skipq } from "../../core/client.js";
 import type { Logger } from "../../core/logger.js";
+import type { Skipq } from "../../skipq.js";
 import type { Admin } from "../admin.js";
 import type { ListedJob, StatsPoint, StatsRange } from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";

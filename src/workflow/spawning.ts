@@ -5,12 +5,12 @@
  * a lost lease leaves neither. It never inserts without the job's lease.
  */
 import type pg from "pg";
-import type { BulkItem, Enqueuer } from "../core/enqueue.js";
 import { ValidationError } from "../core/errors.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { InsertRow, JobStore } from "../db/jobStore.js";
 import type { Queryable } from "../db/queryable.js";
 import { withTransaction } from "../db/transaction.js";
+import type { BulkItem, Enqueuer } from "../enqueue/enqueuer.js";
 
 /** The enqueuer ctx.spawn uses (the client's); read when a handler spawns. */
 export type EnqueuerOf = () => Enqueuer | undefined;

@@ -5,7 +5,17 @@
  * 10,000-child fan-out, per-job reads made the drain ~30 times slower).
  */
 import type { JobStore } from "../db/jobStore.js";
-import type { ParentOutcome } from "./types.js";
+
+/** Workflows: a parent as its dependent's handler sees it (`ctx.parents`). */
+export interface ParentOutcome {
+  kind: string;
+  /** How the parent ended; null when it is live again (retried by hand) while this job runs anyway. */
+  status: "completed" | "dead" | "cancelled" | null;
+  /** What the parent's handler returned (JSON); null when it returned nothing or its history is gone. */
+  result: unknown;
+  /** The parent's last error, when it died or was cancelled. */
+  error: string | null;
+}
 
 type Parents = Record<string, ParentOutcome>;
 

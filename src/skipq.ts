@@ -3,21 +3,24 @@
  * and the schema's store, applies migrations, enqueues jobs — alone, in bulk,
  * or inside the caller's own transaction so the job commits or rolls back with
  * their data — and makes workers.
- * Invariant: every argument is validated before any SQL is sent (enqueue.ts).
+ * Invariant: every argument is validated before any SQL is sent (enqueue/enqueuer.ts).
  */
 import type pg from "pg";
-import { JobFeatureStore } from "../db/jobFeatureStore.js";
-import { JobStore } from "../db/jobStore.js";
-import { type MigrateResult, migrate } from "../db/migrate.js";
-import { createPool, type ResolvedSettings, resolveSessionSettings, type SessionSettings } from "../db/pool.js";
-import type { Queryable } from "../db/queryable.js";
-import { Schema } from "../db/schema.js";
-import { Store } from "../db/store.js";
-import { withTransaction } from "../db/transaction.js";
-import { moveFinishedJobs } from "../maintenance/history.js";
-import { enqueueSpan } from "../ops/telemetry.js";
-import { Worker, type WorkerOptions } from "../worker/worker.js";
-import { copyJobs } from "./copy.js";
+import { SkipqError, ValidationError } from "./core/errors.js";
+import type { PayloadOf, ResultOf } from "./core/job.js";
+import { defaultLogger, type Logger } from "./core/logger.js";
+import { assertMiddleware } from "./core/middleware.js";
+import { assertInt, type Duration, toMs } from "./core/validate.js";
+import { copyJobs } from "./db/copy.js";
+import { JobFeatureStore } from "./db/jobFeatureStore.js";
+import { JobStore } from "./db/jobStore.js";
+import { type MigrateResult, migrate } from "./db/migrate.js";
+import { createPool, type ResolvedSettings, resolveSessionSettings, type SessionSettings } from "./db/pool.js";
+import type { Queryable } from "./db/queryable.js";
+import { Schema } from "./db/schema.js";
+import { Store } from "./db/store.js";
+import { withTransaction } from "./db/transaction.js";
+import { EnqueueInterceptor, type EnqueueMiddleware } from "./enqueue/enqueueMiddleware.js";
 import {
   assertItems,
   type BulkItem,
@@ -27,21 +30,18 @@ import {
   type EnqueueResult,
   Enqueuer,
   type JobRef,
-} from "./enqueue.js";
-import { EnqueueInterceptor, type EnqueueMiddleware } from "./enqueueMiddleware.js";
-import { SkipqError, ValidationError } from "./errors.js";
-import type { PayloadOf, ResultOf } from "./job.js";
-import { defaultLogger, type Logger } from "./logger.js";
-import { assertMiddleware } from "./middleware.js";
-import { Notifier } from "./notifier.js";
-import { assertInt, type Duration, toMs } from "./validate.js";
-import { Waiter, type WaitOptions, type WaitResult } from "./waiter.js";
-import { type BatchOptions, batchItems } from "./workflow.js";
+} from "./enqueue/enqueuer.js";
+import { Notifier } from "./enqueue/notifier.js";
+import { Waiter, type WaitOptions, type WaitResult } from "./enqueue/waiter.js";
+import { moveFinishedJobs } from "./maintenance/history.js";
+import { enqueueSpan } from "./shared/telemetry.js";
+import { Worker, type WorkerOptions } from "./worker/worker.js";
+import { type BatchOptions, batchItems } from "./workflow/graph.js";
 
-export type { Queryable } from "../db/queryable.js";
-export type { BulkItem, CheckedItem, CheckedItems, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue.js";
-export type { EnqueueCall, EnqueueMiddleware } from "./enqueueMiddleware.js";
-export type { FinishedStatus, WaitOptions, WaitResult } from "./waiter.js";
+export type { Queryable } from "./db/queryable.js";
+export type { EnqueueCall, EnqueueMiddleware } from "./enqueue/enqueueMiddleware.js";
+export type { BulkItem, CheckedItem, CheckedItems, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue/enqueuer.js";
+export type { FinishedStatus, WaitOptions, WaitResult } from "./enqueue/waiter.js";
 
 /** What `batch` enqueued. */
 export interface BatchResult {

@@ -3,7 +3,7 @@
  * database clock) or a duration from the database's now — checked once for
  * both edges that take it: `Admin.pauseKey` and a handler's `ctx.pauseKey`.
  */
-import { assertDate, type Duration, toMs } from "../core/validate.js";
+import { assertDate, type Duration, toMs } from "./validate.js";
 
 export type PauseTarget = { at: Date } | { ms: number };
 

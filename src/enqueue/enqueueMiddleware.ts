@@ -10,9 +10,10 @@
  * chain of a bulk enqueue must call `next()` (a chain that returns without it
  * fails the whole batch before anything is inserted).
  */
-import type { BulkItem, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue.js";
-import { ValidationError } from "./errors.js";
-import { type Middleware, runChain } from "./middleware.js";
+
+import { ValidationError } from "../core/errors.js";
+import { type Middleware, runChain } from "../core/middleware.js";
+import type { BulkItem, EnqueueOptions, EnqueueResult, JobRef } from "./enqueuer.js";
 
 /** One enqueue as middleware sees it: change `payload` or `options` (or `job`) before calling `next()`. */
 export interface EnqueueCall {

@@ -11,15 +11,8 @@
  */
 import { createHash } from "node:crypto";
 import type pg from "pg";
-import type { JobFeatureStore } from "../db/jobFeatureStore.js";
-import type { InsertRow, JobStore } from "../db/jobStore.js";
-import type { Queryable } from "../db/queryable.js";
-import { FLOOR_MARGIN_MS } from "../db/sql/jobs.js";
-import { withTransaction } from "../db/transaction.js";
-import { type TraceHeaders, withTraceContext } from "../ops/telemetry.js";
-import { ValidationError } from "./errors.js";
-import { type JobDefinition, type PayloadOf, validatePayload } from "./job.js";
-import type { Notifier } from "./notifier.js";
+import { ValidationError } from "../core/errors.js";
+import { type JobDefinition, type PayloadOf, validatePayload } from "../core/job.js";
 import {
   assertDate,
   assertIdempotencyKey,
@@ -30,8 +23,15 @@ import {
   encodeHeaders,
   encodePayload,
   toMs,
-} from "./validate.js";
-import { insertWithParents, type ParentFailurePolicy, type ParentRef, parentRefs } from "./workflow.js";
+} from "../core/validate.js";
+import type { JobFeatureStore } from "../db/jobFeatureStore.js";
+import type { InsertRow, JobStore } from "../db/jobStore.js";
+import type { Queryable } from "../db/queryable.js";
+import { FLOOR_MARGIN_MS } from "../db/sql/jobs.js";
+import { withTransaction } from "../db/transaction.js";
+import { type TraceHeaders, withTraceContext } from "../shared/telemetry.js";
+import { insertWithParents, type ParentFailurePolicy, type ParentRef, parentRefs } from "../workflow/graph.js";
+import type { Notifier } from "./notifier.js";
 
 export interface EnqueueOptions {
   /** Queue name. Default: the job definition's queue, else "default". */

@@ -9,11 +9,11 @@
 import { pipeline } from "node:stream/promises";
 import type pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
-import type { InsertRow } from "../db/jobStore.js";
-import { notMigrated } from "../db/migrate.js";
-import type { Schema } from "../db/schema.js";
-import { withTransaction } from "../db/transaction.js";
-import { ValidationError } from "./errors.js";
+import { ValidationError } from "../core/errors.js";
+import type { InsertRow } from "./jobStore.js";
+import { notMigrated } from "./migrate.js";
+import type { Schema } from "./schema.js";
+import { withTransaction } from "./transaction.js";
 
 const COLUMNS = "queue, kind, payload, priority, max_attempts, run_at, headers, concurrency_key";
 

@@ -7,7 +7,7 @@
  * Invariants: every nudge is followed by a NOTIFY sent after it (no lost
  * wake-up); a failed NOTIFY is logged, never thrown (workers poll anyway).
  */
-import type { Logger } from "./logger.js";
+import type { Logger } from "../core/logger.js";
 
 export class Notifier {
   /** NOTIFY statements sent (tests read it to see coalescing). */

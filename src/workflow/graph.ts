@@ -10,9 +10,10 @@
  * raised before any row is written; live parents are locked (FOR KEY SHARE)
  * from the check until the commit, so none finishes unseen.
  */
+
+import { ValidationError } from "../core/errors.js";
 import type { InsertRow, JobStore, ParentRefs } from "../db/jobStore.js";
 import type { Queryable } from "../db/queryable.js";
-import { ValidationError } from "./errors.js";
 
 /** What a dependent job does when a parent dies or is cancelled. */
 export type ParentFailurePolicy = "cancel" | "run" | "wait";

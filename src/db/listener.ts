@@ -14,8 +14,8 @@
  */
 import pg from "pg";
 import type { Logger } from "../core/logger.js";
-import { type ConnectionTarget, parseConnectionString } from "../db/connectionString.js";
-import { connectionOptions, type ResolvedSettings, SessionClient, targetOptions } from "../db/pool.js";
+import { type ConnectionTarget, parseConnectionString } from "./connectionString.js";
+import { connectionOptions, type ResolvedSettings, SessionClient, targetOptions } from "./pool.js";
 
 export interface ListenerOptions {
   connectionString: string;

@@ -1,5 +1,5 @@
 import { expect, test } from "vitest";
-import { LazyAbortController } from "../../src/worker/lazyAbort.js";
+import { LazyAbortController } from "../../src/shared/lazyAbort.js";
 
 test("a signal read after the abort is already aborted, with the first reason", () => {
   const lazy = new LazyAbortController();

@@ -24,11 +24,11 @@
  * again, since the mark's row lock made any claim meanwhile skip it).
  */
 
+import { SkipqError, WaitTimeoutError } from "../core/errors.js";
+import type { Logger } from "../core/logger.js";
+import { assertId, type Duration, toMs } from "../core/validate.js";
+import { Listener } from "../db/listener.js";
 import type { Store } from "../db/store.js";
-import { Listener } from "../worker/listener.js";
-import { SkipqError, WaitTimeoutError } from "./errors.js";
-import type { Logger } from "./logger.js";
-import { assertId, type Duration, toMs } from "./validate.js";
 
 export type FinishedStatus = "completed" | "dead" | "cancelled";
 
