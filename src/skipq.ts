@@ -10,7 +10,7 @@ import { SkipqError, ValidationError } from "./core/errors.js";
 import type { PayloadOf, ResultOf } from "./core/job.js";
 import { defaultLogger, type Logger } from "./core/logger.js";
 import { assertMiddleware } from "./core/middleware.js";
-import { assertInt, type Duration, toMs } from "./core/validate.js";
+import { assertInt, type Duration, isId, toMs } from "./core/validate.js";
 import { copyJobs } from "./db/copy.js";
 import { JobFeatureStore } from "./db/jobFeatureStore.js";
 import { JobStore } from "./db/jobStore.js";
@@ -338,8 +338,7 @@ export class Skipq {
   /** Workflows: a batch's jobs counted by status (live and finished), and its callbacks' ids. */
   async batchStatus(id: string | number): Promise<BatchStatus> {
     const batchId = String(id);
-    if (!/^[1-9][0-9]{0,18}$/.test(batchId))
-      throw new ValidationError(`batch id must be a positive integer, got ${batchId}`);
+    if (!isId(batchId)) throw new ValidationError(`batch id must be a positive integer, got ${batchId}`);
     const { rows } = await this.store.query(this.store.sql.workflows.batchStatus, [batchId]);
     const r = rows[0];
     if (!r) throw new SkipqError("SKIPQ_NOT_FOUND", `batch ${batchId} does not exist`);

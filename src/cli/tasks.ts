@@ -18,12 +18,7 @@ const SHAPE =
 
 const TS_EXTENSIONS = new Set([".ts", ".mts", ".cts"]);
 
-/** Resolves, imports and checks a tasks module; returns its handlers by kind. */
-export async function loadTasks(file: string): Promise<Map<string, Handler>> {
-  return (await loadTasksModule(file)).handlers;
-}
-
-/** loadTasks, plus the module's optional named export `cron` (checked by cli/cron.ts). */
+/** Resolves, imports and checks a tasks module: its handlers by kind, and its optional named export `cron` (checked by cli/cron.ts). */
 export async function loadTasksModule(file: string): Promise<{ handlers: Map<string, Handler>; cron: unknown }> {
   const resolved = path.resolve(file);
   if (!existsSync(resolved) || !statSync(resolved).isFile()) {

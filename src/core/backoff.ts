@@ -22,6 +22,17 @@ export function backoffBaseMs(attempt: number, options: BackoffOptions = default
   return Math.min(options.maxMs, options.baseMs * 2 ** exponent);
 }
 
+/**
+ * The wait before retry number `failures` (1-based) of a loop whose pass failed — a claim, a reconnect, an
+ * outcome flush, a background pass: `firstMs` doubled per failure, at most `maxMs`, and scaled by a factor in
+ * [0.5, 1) unless `jitter` is false, so processes that failed together do not all retry together. Every such
+ * loop waits through this one formula (job retries use `backoffMs`).
+ */
+export function retryWaitMs(failures: number, firstMs: number, maxMs: number, jitter = true): number {
+  const wait = Math.min(maxMs, firstMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
+  return jitter ? wait * (0.5 + Math.random() / 2) : wait;
+}
+
 /** The delay to wait before the next attempt; `random` is injectable for tests. */
 export function backoffMs(
   attempt: number,

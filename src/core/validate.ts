@@ -371,6 +371,15 @@ export function encodeHeaders(headers: Record<string, string>): string {
 
 const MAX_BIGINT = 9223372036854775807n;
 
+/** An id of a row skipq numbers, as a regular expression's source: 1 to 19 digits, no leading zero (routes embed it). */
+export const ID_PATTERN = "[1-9][0-9]{0,18}";
+const ID = new RegExp(`^${ID_PATTERN}$`);
+
+/** Whether `text` is such an id, in a bigint's range (at most 2^63 - 1): the one test every id passes. */
+export function isId(text: string): boolean {
+  return ID.test(text) && BigInt(text) <= MAX_BIGINT;
+}
+
 /**
  * An id of a row skipq numbers (a job, a saga, an outbox event): a positive
  * integer that fits PostgreSQL's bigint, as a number or a decimal string.
@@ -378,7 +387,7 @@ const MAX_BIGINT = 9223372036854775807n;
  */
 export function assertId(value: unknown, what = "job id"): string {
   const text = typeof value === "number" && Number.isSafeInteger(value) ? String(value) : value;
-  if (typeof text !== "string" || !/^[1-9][0-9]{0,18}$/.test(text) || BigInt(text) > MAX_BIGINT) {
+  if (typeof text !== "string" || !isId(text)) {
     throw new ValidationError(`${what} ${JSON.stringify(value)} is not a positive whole number (at most 2^63 - 1)`);
   }
   return text;

@@ -12,7 +12,9 @@
  * demoted by a failover), where no enqueue can commit, so no NOTIFY can come.
  * Notifications carry the queue name only.
  */
+
 import pg from "pg";
+import { retryWaitMs } from "../core/backoff.js";
 import type { Logger } from "../core/logger.js";
 import { type ConnectionTarget, parseConnectionString } from "./connectionString.js";
 import { connectionOptions, type ResolvedSettings, SessionClient, targetOptions } from "./pool.js";
@@ -142,7 +144,7 @@ export class Listener {
 
   private scheduleReconnect(): void {
     clearTimeout(this.retryTimer);
-    const delay = Math.min(this.options.maxBackoffMs ?? 5000, 100 * 2 ** this.failures++) * (0.5 + Math.random() / 2);
+    const delay = retryWaitMs(++this.failures, 100, this.options.maxBackoffMs ?? 5000);
     this.retryTimer = setTimeout(() => void this.connect(), delay);
     this.retryTimer.unref();
   }

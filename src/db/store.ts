@@ -7,7 +7,9 @@
  *
  * Invariant: every runtime statement comes from the catalogue, except the
  * limited claim, whose text is generated per claim from validated names
- * (sql/flow.ts) and reached through `JobStore.claimLimited`.
+ * (sql/flow.ts) and reached through `JobStore.claimLimited`, and db/'s own
+ * connection plumbing (LISTEN in listener.ts, the host checks of connect.ts,
+ * COPY's clock read in copy.ts).
  */
 import type pg from "pg";
 import { type Catalogue, catalogue } from "./catalogue.js";

@@ -10,7 +10,7 @@
  * while a sink runs.
  */
 import { EventEmitter } from "node:events";
-import { type BackoffOptions, backoffMs } from "../core/backoff.js";
+import { type BackoffOptions, backoffMs, retryWaitMs } from "../core/backoff.js";
 import { formatError } from "../core/errorFormat.js";
 import { ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
@@ -340,7 +340,8 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
       // Something was claimed: the next event of each key may be claimable now, so go again at once.
       if (claimed > 0) continue;
       // Idle: wait a poll interval; after errors, back off (capped at 30 s).
-      const waitMs = errors > 0 ? Math.min(this.pollMs * 2 ** Math.min(errors, 6), 30_000) : this.pollMs;
+      const waitMs =
+        errors > 0 ? retryWaitMs(errors + 1, this.pollMs, Math.min(this.pollMs * 64, 30_000), false) : this.pollMs;
       await this.wakeup.wait(waitMs);
     }
   }

@@ -9,6 +9,7 @@
  * pass is logged at the first failure and every 20th after, never thrown into
  * the process; after stop() resolves no pass is running and none will start.
  */
+import { retryWaitMs } from "../core/backoff.js";
 import type { Logger } from "../core/logger.js";
 
 export interface ServiceOptions<R> {
@@ -89,7 +90,7 @@ export class Service<R = unknown> {
         );
       }
       const cap = Math.max(this.o.maxBackoffMs ?? 60_000, this.o.intervalMs);
-      wait = Math.min(cap, this.o.intervalMs * 2 ** Math.min(this.failures - 1, 10)) * (0.5 + Math.random() / 2);
+      wait = retryWaitMs(this.failures, this.o.intervalMs, cap);
     }
     this.schedule(wait);
   }

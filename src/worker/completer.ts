@@ -15,7 +15,7 @@
  * take outcomes.
  */
 import type { BackoffOptions } from "../core/backoff.js";
-import { backoffMs } from "../core/backoff.js";
+import { backoffMs, retryWaitMs } from "../core/backoff.js";
 import { errorFingerprint, formatError } from "../core/errorFormat.js";
 import { FailPermanently, type RetryIn, ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
@@ -282,7 +282,7 @@ export class Completer {
             return;
           }
           if (attempt === 1) this.o.logger.warn({ err: error }, "skipq: recording outcomes failed; retrying");
-          await sleep(Math.min(2000, 50 * 2 ** attempt));
+          await sleep(retryWaitMs(attempt + 1, 50, 2000, false));
         }
       }
     } finally {

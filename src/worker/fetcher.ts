@@ -15,11 +15,12 @@
  * no claim starts until its backoff is over; nothing is claimed or started
  * once the worker is stopping.
  */
+import { retryWaitMs } from "../core/backoff.js";
 import type { Logger } from "../core/logger.js";
 import type { ClaimedRow } from "../db/jobStore.js";
 import { LazyAbortController } from "../shared/lazyAbort.js";
 import { claimSpan } from "../shared/telemetry.js";
-import { backoffWait, Wakeup } from "../shared/wakeup.js";
+import { Wakeup } from "../shared/wakeup.js";
 import { ClaimedJob, parseTimestamptz } from "./claimedJob.js";
 import type { ClaimInfo, Job, Running, WorkerHooks, WorkerStats } from "./types.js";
 
@@ -117,7 +118,7 @@ export class Fetcher {
    * spin through claims (issue 25: 40,140 failures and 4,000 log lines in a 3 s outage).
    */
   private async waitOutBackoff(): Promise<void> {
-    const end = performance.now() + backoffWait(this.claimFailures, 50, 5000);
+    const end = performance.now() + retryWaitMs(this.claimFailures + 1, 50, 5000);
     for (let left = end - performance.now(); left > 0; left = end - performance.now()) {
       if (!this.o.running() || this.reachable) return;
       await this.wakeup.wait(left);

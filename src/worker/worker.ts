@@ -14,8 +14,10 @@
  * jobs are released without consuming the attempt. Batch kinds (registerBatch)
  * run in batch.ts, one slot per batch.
  */
+
 import { EventEmitter } from "node:events";
 import type pg from "pg";
+import { retryWaitMs } from "../core/backoff.js";
 import { SkipqError } from "../core/errors.js";
 import type { JobDefinition, PayloadOf, ResultOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
@@ -32,7 +34,6 @@ import type { ResolvedSettings } from "../db/pool.js";
 import type { Store } from "../db/store.js";
 import type { Enqueuer } from "../enqueue/enqueuer.js";
 import type { Maintainer } from "../maintenance/maintainer.js";
-import { backoffWait } from "../shared/wakeup.js";
 import { ParentsLoader } from "../workflow/parents.js";
 import { completeSpawning, prepareSpawn } from "../workflow/spawning.js";
 import { Claimer } from "./claimer.js";
@@ -395,7 +396,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         if (failures === 1 || failures % 20 === 0) {
           this.logger.warn({ err: error, failures }, "skipq: database unavailable at start; retrying with backoff");
         }
-        await this.fetcher.wakeup.wait(backoffWait(failures, 100, 5000));
+        await this.fetcher.wakeup.wait(retryWaitMs(failures + 1, 100, 5000));
         if (this.state !== "running") return false;
       }
     }

@@ -12,6 +12,7 @@
  */
 
 import { ValidationError } from "../core/errors.js";
+import { isId } from "../core/validate.js";
 import type { InsertRow, JobStore, ParentRefs } from "../db/jobStore.js";
 import type { Queryable } from "../db/queryable.js";
 
@@ -66,7 +67,7 @@ export function parentRefs(
       continue;
     }
     const id = typeof ref === "string" ? ref : typeof ref === "number" || typeof ref === "bigint" ? String(ref) : "";
-    if (!/^[1-9][0-9]{0,18}$/.test(id) || BigInt(id) > 9223372036854775807n) {
+    if (!isId(id)) {
       throw new ValidationError(`dependsOn: ${JSON.stringify(String(ref))} is not a job id (a positive integer)`);
     }
     ids.add(id);

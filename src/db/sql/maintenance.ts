@@ -54,9 +54,6 @@ export function maintenanceStatements(names: Schema) {
       /** Gives lease $1 up at once when $2 holds it (a clean stop: another process takes over at its next try). */
       leaderRelease: `DELETE FROM ${leaders} WHERE name = $1 AND holder = $2`,
 
-      /** Who holds lease $1 now, if anyone. */
-      leaderCurrent: `SELECT holder, acquired_at, expires_at FROM ${leaders} WHERE name = $1 AND expires_at > now()`,
-
       /**
        * Return up to $1 jobs whose lease ran out to pending (attempt counted), or move them to history as dead
        * when attempts are used up. run_at is left as it was (already <= now): a reclaimed job keeps its place

@@ -11,7 +11,8 @@
  * `auth: false`, only a loopback peer whose Host names loopback on this port
  * (or an allowed host) is answered, anything else 403; every POST
  * carries a valid CSRF token and a same-host Origin; every page is escaped
- * and sent with a strict Content-Security-Policy (no script at all); lists
+ * and sent with a strict Content-Security-Policy (scripts from 'self' only —
+ * the live script, served here — nothing inline, the stylesheet by hash); lists
  * never load payloads. It never logs or renders a credential.
  */
 import { createHash } from "node:crypto";

@@ -4,7 +4,9 @@
  * fingerprint). Lists never load payloads; a job's payload, headers, result
  * and logs are redacted before they are shown, and cut to a bounded size.
  */
+
 import { SkipqError } from "../../core/errors.js";
+import { ID_PATTERN, isId } from "../../core/validate.js";
 import type { Admin } from "../admin.js";
 import { BULK_ACTIONS, type BulkAction, type FlowNode, JOB_STATUSES, type ListedJob } from "../adminTypes.js";
 import { displayJson } from "../display.js";
@@ -22,6 +24,10 @@ import {
 import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
 import { bulkConfirmPage, deadPage, FILTER_FIELDS, type JobsFilter, jobPage, jobsPage } from "./views.js";
 
+/** A job's page, and an action on it: the id as every id is checked (core/validate.ts). */
+const JOB_PAGE = new RegExp(`^/jobs/(${ID_PATTERN})$`);
+const JOB_ACTION = new RegExp(`^/jobs/(${ID_PATTERN})/(retry|cancel)$`);
+
 /** Jobs per explorer page. */
 export const PAGE_SIZE = 50;
 const MAX_PAYLOAD_CHARS = 100_000;
@@ -33,7 +39,7 @@ export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<bo
   if (rel === "/jobs") {
     const filter = filterOf((name) => param(url, name));
     const before = param(url, "before");
-    if (before && !/^[1-9][0-9]{0,18}$/.test(before)) throw new HttpError(400, "before must be a job id");
+    if (before && !isId(before)) throw new HttpError(400, "before must be a job id");
     // The live script's refreshes (marked by their header) share results for a second; a person's navigation never does.
     const jobs =
       req.headers["x-skipq-live"] === "1"
@@ -50,7 +56,7 @@ export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<bo
       ),
     );
   }
-  const detail = /^\/jobs\/([1-9][0-9]{0,18})$/.exec(rel);
+  const detail = JOB_PAGE.exec(rel);
   if (detail) {
     const job = await admin.getJob(detail[1] as string);
     if (!job) throw new HttpError(404, `job ${detail[1]} does not exist (it may have been pruned)`);
@@ -117,7 +123,7 @@ export async function jobActions(rt: DashboardRuntime, r: ActionRequest): Promis
     const ids = form.getAll("ids");
     if (scope === "selected") {
       if (ids.length === 0) return done("Select at least one job first.", "err");
-      if (ids.length > 500 || !ids.every((id) => /^[1-9][0-9]{0,18}$/.test(id)))
+      if (ids.length > 500 || !ids.every((id) => typeof id === "string" && isId(id)))
         throw new HttpError(400, "ids: at most 500 job ids");
     }
     const priorityText = form.get("priority") ?? "0";
@@ -161,7 +167,7 @@ export async function jobActions(rt: DashboardRuntime, r: ActionRequest): Promis
       cookie(req, FLASH_COOKIE, `ok:${action}: ${n} job(s) changed.`, 30),
     ]);
   }
-  const m = /^\/jobs\/([1-9][0-9]{0,18})\/(retry|cancel)$/.exec(rel);
+  const m = JOB_ACTION.exec(rel);
   if (m) {
     const [, id, verb] = m as unknown as [string, string, "retry" | "cancel"];
     try {

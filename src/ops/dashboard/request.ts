@@ -6,7 +6,7 @@
  */
 import type http from "node:http";
 import { ValidationError } from "../../core/errors.js";
-import type { Duration } from "../../core/validate.js";
+import { type Duration, isId } from "../../core/validate.js";
 import {
   JOB_STATUSES,
   type JobFilter,
@@ -150,8 +150,7 @@ export function interestOf(url: URL): LiveInterest {
   const topics = (url.searchParams.get("topics") ?? "").split(",");
   const jobs = (url.searchParams.get("jobs") ?? "").split(",").filter((id) => id !== "");
   if (jobs.length > 200) throw new HttpError(400, "jobs: at most 200 ids");
-  for (const id of jobs)
-    if (!/^[1-9][0-9]{0,18}$/.test(id)) throw new HttpError(400, `jobs: ${id.slice(0, 30)} is not a job id`);
+  for (const id of jobs) if (!isId(id)) throw new HttpError(400, `jobs: ${id.slice(0, 30)} is not a job id`);
   return { queues: topics.includes("queues"), workers: topics.includes("workers"), jobs };
 }
 

@@ -5,7 +5,7 @@
  * answered as a flash.
  */
 import { redactUrlPaths } from "../../core/secrets.js";
-import { NAME_PATTERN } from "../../core/validate.js";
+import { isId, NAME_PATTERN } from "../../core/validate.js";
 import { decodePathSegment, formParam, HttpError, param } from "./request.js";
 import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
 import { auditPage, cronPage, outboxPage, workersPage } from "./views.js";
@@ -16,7 +16,7 @@ export async function systemPages(rt: DashboardRuntime, r: PageRequest): Promise
   const { rel, url, ctx, page } = r;
   if (rel === "/audit") {
     const before = param(url, "before");
-    if (before && !/^[1-9][0-9]{0,18}$/.test(before)) throw new HttpError(400, "before must be an audit row id");
+    if (before && !isId(before)) throw new HttpError(400, "before must be an audit row id");
     const { rows } = await skipq.store.query(skipq.store.sql.dashboard.auditList, [before || null, 100]);
     return page(200, auditPage(ctx, rows, before, 100));
   }
