@@ -170,8 +170,20 @@ export class PoolTooSmallError extends SkipqError {
   }
 }
 
-/** A claimed job has a kind no handler is registered for. Recorded on the job, never thrown to the caller. */
+/**
+ * How long a worker hands back a job of a kind it has no handler for (without using an attempt): another
+ * process that handles it — the new version in a rolling deploy, the other service of a shared queue — runs
+ * it meanwhile, and this worker looks at it again after this long.
+ */
+export const UNKNOWN_KIND_WAIT_MS = 30_000;
+
+/**
+ * A claimed job has a kind no handler is registered for. Recorded on the job (its last error), never thrown
+ * to the caller; the job is handed back for `delayMs` without using an attempt, so it never dies of it.
+ */
 export class UnknownKindError extends SkipqError {
+  readonly delayMs = UNKNOWN_KIND_WAIT_MS;
+
   constructor(
     readonly kind: string,
     known: readonly string[],
@@ -179,7 +191,7 @@ export class UnknownKindError extends SkipqError {
     const hint = closest(kind, known);
     super(
       "SKIPQ_UNKNOWN_KIND",
-      `no handler is registered for job kind "${kind}"${hint ? ` (did you mean "${hint}"?)` : ""}; this worker handles: ${known.length ? known.join(", ") : "nothing"}`,
+      `no handler is registered for job kind "${kind}"${hint ? ` (did you mean "${hint}"?)` : ""}; this worker handles: ${known.length ? known.join(", ") : "nothing"}; handed back for ${UNKNOWN_KIND_WAIT_MS / 1000} s without using an attempt`,
     );
   }
 }

@@ -17,7 +17,7 @@
 import type { BackoffOptions } from "../core/backoff.js";
 import { backoffMs, retryWaitMs } from "../core/backoff.js";
 import { errorFingerprint, formatError } from "../core/errorFormat.js";
-import { FailPermanently, type RetryIn, ValidationError } from "../core/errors.js";
+import { FailPermanently, type RetryIn, UnknownKindError, ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
@@ -127,7 +127,11 @@ export class Completer {
         }
         break;
       case "snoozed":
-        settle("snooze", { delayMs: (error as RetryIn).delayMs });
+        // A kind this worker has no handler for says so on the job (its last error); a RetryIn leaves it as it was.
+        settle("snooze", {
+          delayMs: (error as RetryIn | UnknownKindError).delayMs,
+          error: error instanceof UnknownKindError ? this.errorText(error, job) : null,
+        });
         break;
       case "dead":
         // A thrown error on the last attempt is a failed attempt too (FailPermanently is a decision, not one).

@@ -87,7 +87,23 @@ export interface ExecutorOptions {
 }
 
 export class Executor {
+  /** Kinds without a handler this worker has said so about (once each: it meets them every 30 s). */
+  private readonly unknownKinds = new Set<string>();
+
   constructor(private readonly o: ExecutorOptions) {}
+
+  /** The error a job of an unregistered kind ends with (handed back, no attempt used), logged once per kind. */
+  private unknownKind(kind: string): UnknownKindError {
+    const error = new UnknownKindError(kind, [...this.o.handlers.keys()]);
+    if (!this.unknownKinds.has(kind)) {
+      this.unknownKinds.add(kind);
+      this.o.logger.warn(
+        { kind },
+        `skipq: ${error.message}: register it in this worker, or give its jobs a queue of their own (docs/jobs.md, "Kinds a worker has no handler for")`,
+      );
+    }
+    return error;
+  }
 
   /** The batch settings of a kind registered with registerBatch; undefined for any other kind. */
   batchOf(kind: string): BatchEntry | undefined {
@@ -112,7 +128,7 @@ export class Executor {
     const span = startExecuteSpan(job, running.trace);
     try {
       const entry = this.o.handlers.get(job.kind);
-      if (!entry) throw new UnknownKindError(job.kind, [...this.o.handlers.keys()]);
+      if (!entry) throw this.unknownKind(job.kind);
       const payload = await this.payloadFor(entry, job);
       const parents = job instanceof ClaimedJob && job.parentPolicy !== null ? await this.o.parents(job) : NO_PARENTS;
       const ctx = this.context(running, payload, parents);
@@ -257,7 +273,7 @@ export class Executor {
 const NO_PARENTS: Record<string, ParentOutcome> = Object.freeze({}) as Record<string, ParentOutcome>;
 
 function classify(error: unknown, signal: { aborted: boolean; reason: unknown }): Outcome {
-  if (error instanceof RetryIn) return "snoozed";
+  if (error instanceof RetryIn || error instanceof UnknownKindError) return "snoozed";
   if (error instanceof FailPermanently) return "dead";
   if (error instanceof CancelJob) return "cancelled";
   if (signal.aborted && signal.reason instanceof SkipqError && signal.reason.code === "SKIPQ_SHUTDOWN")

@@ -159,18 +159,33 @@ test("RetryIn snoozes without using an attempt; FailPermanently is dead at once;
   expect((await job(f.id)).last_error).toContain("card declined");
 });
 
-test("an unknown kind is recorded on the job and the worker keeps going", async () => {
+test("a kind this worker has no handler for is handed back without using an attempt, and runs where it is handled", async () => {
   const w = worker("unknown").register("known-kind", () => undefined);
   await w.start();
   const unknown = await t.skipq.enqueue("knwon-kind", {}, { queue: "unknown", maxAttempts: 1 });
   const known = await t.skipq.enqueue("known-kind", {}, { queue: "unknown" });
-  await until(
-    "both settled",
-    async () => (await job(unknown.id)).status === "dead" && (await job(known.id)).status === "completed",
+  await until("the unknown kind handed back, the known one completed", async () => {
+    const u = await job(unknown.id);
+    return u.status === "pending" && u.last_error !== null && (await job(known.id)).status === "completed";
+  });
+  const u = await job(unknown.id);
+  // maxAttempts 1, and not dead: an old worker in a rolling deploy must not bury the new version's jobs.
+  expect(u.attempts).toBe(0);
+  expect(u.last_error).toContain('no handler is registered for job kind "knwon-kind" (did you mean "known-kind"?)');
+  const due = await t.db.query(
+    `SELECT extract(epoch FROM run_at - now())::float8 AS s FROM "${t.schema}".jobs WHERE id = $1`,
+    [unknown.id],
   );
-  expect((await job(unknown.id)).last_error).toContain(
-    'no handler is registered for job kind "knwon-kind" (did you mean "known-kind"?)',
-  );
+  expect(due.rows[0].s).toBeGreaterThan(20);
+  expect(due.rows[0].s).toBeLessThanOrEqual(30);
+  // The new version's worker handles the kind and runs it once it is due (made due now, not in 30 s).
+  await w.stop();
+  await t.db.query(`UPDATE "${t.schema}".jobs SET run_at = now() WHERE id = $1`, [unknown.id]);
+  await worker("unknown")
+    .register("knwon-kind", () => undefined)
+    .start();
+  await until("handled where it is registered", async () => (await job(unknown.id)).status === "completed");
+  expect((await job(unknown.id)).attempts).toBe(1);
 });
 
 test("a payload that fails the job's schema goes to dead after one attempt, without a retry storm", async () => {
