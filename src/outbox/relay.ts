@@ -247,10 +247,16 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
     ]);
     await fenced(this.sql.outboxReleaseMany, released);
     this.stats.failed += failed.length;
-    for (const c of failed) {
-      this.logger.warn({ err: c.error, id: c.event.id, sink: this.sink.name }, "outbox delivery failed; will retry");
-      this.emit("failed", c.event, c.error);
-    }
+    for (const c of failed) this.emit("failed", c.event, c.error);
+    // One line per pass, not per event: a sink that is down fails every event of every pass.
+    const first = failed[0];
+    if (first)
+      this.logger.warn(
+        { err: first.error, id: first.event.id, failed: failed.length, sink: this.sink.name },
+        failed.length === 1
+          ? "outbox delivery failed; will retry"
+          : `outbox delivery of ${failed.length} events failed (the first one's error attached); will retry`,
+      );
     return rows.length;
   }
 
@@ -335,7 +341,10 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
       } catch (error) {
         errors++;
         this.emit("warning", error, "relay");
-        this.logger.warn({ err: error }, "outbox relay pass failed; retrying");
+        // The first failure and every 20th after it (as background services log theirs): a database that is
+        // down for an hour fails a pass every 30 s, which is not 120 lines of news.
+        if (errors === 1 || errors % 20 === 0)
+          this.logger.warn({ err: error, failures: errors }, "outbox relay pass failed; retrying with backoff");
       }
       // Something was claimed: the next event of each key may be claimable now, so go again at once.
       if (claimed > 0) continue;

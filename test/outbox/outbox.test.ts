@@ -2,8 +2,8 @@ import { once } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { Outbox, type OutboxEvent, type OutboxSink, webhookSink } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { Outbox, type OutboxEvent, type OutboxSink, Skipq, webhookSink } from "../../src/index.js";
+import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
 import { SECRET, webhookServer } from "./helpers.js";
 
 async function publishAll(t: TestQueue, outbox: Outbox, keys: string[], perKey: number): Promise<void> {
@@ -254,5 +254,38 @@ describe("outbox", () => {
       outbox.relay({ sink: { name: "x", deliver: async () => undefined }, lockTimeout: "5s", deliveryTimeout: "5s" }),
     ).toThrow(/must be below lockTimeout/);
     expect(() => webhookSink({ url: "http://127.0.0.1/", secret: "short" })).toThrow(/at least 16/);
+  });
+  test("a sink that is down costs one log line per pass, not one per event", async () => {
+    await t.db.query(`DELETE FROM "${t.schema}".outbox`);
+    const warned: Array<{ obj: unknown; msg: string }> = [];
+    const logger = {
+      debug() {},
+      info() {},
+      warn: (obj: unknown, msg: string) => warned.push({ obj, msg }),
+      error() {},
+    };
+    const skipq = new Skipq({ connectionString: DATABASE_URL, schema: t.schema, logger });
+    try {
+      const mine = new Outbox(skipq);
+      for (let i = 0; i < 30; i++) await mine.publish(skipq.pool, "t", `key-${i}`, { n: i });
+      const failed: string[] = [];
+      const down: OutboxSink = {
+        name: "down",
+        async deliver() {
+          throw new Error("destination down");
+        },
+      };
+      const relay = mine.relay({ sink: down });
+      relay.on("failed", (event) => failed.push(event.key));
+      await relay.runOnce();
+      await relay.stop();
+      expect(failed).toHaveLength(30); // every event still reported, as an event
+      expect(warned.map((w) => w.msg)).toEqual([
+        "outbox delivery of 30 events failed (the first one's error attached); will retry",
+      ]);
+      expect(warned[0]?.obj).toMatchObject({ failed: 30, sink: "down" });
+    } finally {
+      await skipq.close();
+    }
   });
 });
