@@ -3,8 +3,8 @@ import { expect, test } from "vitest";
 import { clientAddress, isLoopback, parseCookies, resolveCredentials } from "../../src/ops/dashboard/auth.js";
 import { throughputChart } from "../../src/ops/dashboard/chart.js";
 import { escapeHtml, html, raw } from "../../src/ops/dashboard/html.js";
+import { signInPage } from "../../src/ops/dashboard/layout.js";
 import { REDACTED, redactKeys } from "../../src/ops/dashboard/redact.js";
-import { signInPage } from "../../src/ops/dashboard/views.js";
 
 test("escapeHtml turns every markup-significant character into an entity", () => {
   expect(escapeHtml(`<script>alert("x")</script>&'\``)).toBe(

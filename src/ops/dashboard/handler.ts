@@ -41,6 +41,7 @@ import {
 } from "./auth.js";
 import type { SafeHtml } from "./html.js";
 import { jobActions, jobPages, sharedSearch } from "./jobRoutes.js";
+import { CSS, type PageContext, signInPage } from "./layout.js";
 import { LiveHub, workersWithInFlight } from "./live.js";
 import type { Dashboard, DashboardOptions } from "./options.js";
 import { queueActions, queuePages, sharedSeries } from "./queueRoutes.js";
@@ -49,7 +50,7 @@ import { FLASH_COOKIE, forwarded, HttpError, interestOf, normaliseBase, readForm
 import { FIXED_ORIGIN, responders } from "./respond.js";
 import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
 import { systemActions, systemPages } from "./systemRoutes.js";
-import { CSS, messagePage, type PageContext, signInPage } from "./views.js";
+import { messagePage } from "./views.js";
 import { type DashboardHandler, type FetchContext, type FetchHandler, toFetchHandler } from "./web.js";
 
 export type { Dashboard, DashboardHandler, DashboardOptions, FetchContext, FetchHandler };

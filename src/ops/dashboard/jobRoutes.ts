@@ -10,6 +10,8 @@ import { ID_PATTERN, isId } from "../../core/validate.js";
 import type { Admin } from "../admin.js";
 import { BULK_ACTIONS, type BulkAction, type FlowNode, JOB_STATUSES, type ListedJob } from "../adminTypes.js";
 import { displayJson } from "../display.js";
+import { bulkConfirmPage, FILTER_FIELDS, type JobsFilter, jobsPage } from "./jobsView.js";
+import { jobPage } from "./jobView.js";
 import {
   attemptLogsShown,
   attemptsShown,
@@ -22,7 +24,7 @@ import {
   toJobFilter,
 } from "./request.js";
 import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
-import { bulkConfirmPage, deadPage, FILTER_FIELDS, type JobsFilter, jobPage, jobsPage } from "./views.js";
+import { deadPage } from "./views.js";
 
 /** A job's page, and an action on it: the id as every id is checked (core/validate.ts). */
 const JOB_PAGE = new RegExp(`^/jobs/(${ID_PATTERN})$`);

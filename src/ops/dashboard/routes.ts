@@ -13,9 +13,10 @@ import type { Admin } from "../admin.js";
 import type { ListedJob, StatsPoint, StatsRange } from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";
 import type { SafeHtml } from "./html.js";
+import type { JobsFilter } from "./jobsView.js";
+import type { PageContext } from "./layout.js";
 import type { LiveWorker } from "./live.js";
 import type { Redactor } from "./redact.js";
-import type { JobsFilter, PageContext } from "./views.js";
 
 /** The pieces of one dashboard that every route uses. */
 export interface DashboardRuntime {
