@@ -3,7 +3,7 @@
  * a payload, only its size), and the count a bulk action shows before it is
  * confirmed. The filter travels as text (JobsFilter), as typed.
  */
-import { BULK_ACTIONS, type BulkAction, type BulkCounts, type ListedJob } from "../adminTypes.js";
+import { BULK_ACTIONS, type BulkAction, type BulkCounts, type JobStatus, type ListedJob } from "../adminTypes.js";
 import { html, raw, type SafeHtml } from "./html.js";
 import { csrfField, firstLine, layout, type PageContext, status, time } from "./layout.js";
 
@@ -43,6 +43,35 @@ function filterHidden(filter: JobsFilter): SafeHtml[] {
   return [...filterQuery(filter)].map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}">`);
 }
 
+/** How many jobs of the filter's queue and kind are in each state; the history's states counted up to `cap`. */
+export interface StateCounts {
+  counts: Record<JobStatus, number>;
+  cap: number;
+}
+
+/** States whose count stops at the cap (the history's); the live table's are exact. */
+const CAPPED: readonly string[] = ["dead", "completed", "cancelled"];
+
+/**
+ * The state tabs above the list: all, then each state, with its count for the filter's queue and kind,
+ * the current one marked. A tab keeps the rest of the filter and starts at the newest page.
+ */
+function stateTabs(ctx: PageContext, filter: JobsFilter, c: StateCounts, statuses: readonly string[]): SafeHtml {
+  const over = (s: string) => CAPPED.includes(s) && c.counts[s as JobStatus] > c.cap;
+  const shown = (s: string) => (over(s) ? `${c.cap}+` : String(c.counts[s as JobStatus] ?? 0));
+  const total = statuses.reduce((n, s) => n + Math.min(c.counts[s as JobStatus] ?? 0, c.cap), 0);
+  const tab = (state: string, label: string, count: string) => {
+    const q = filterQuery({ ...filter, status: state }).toString();
+    return html`<a href="${ctx.base}/jobs${q ? `?${q}` : ""}" data-state="${label}"${filter.status === state ? raw(' aria-current="page"') : ""}>${label} <span class="count" data-f="count-${label}">${count}</span></a>`;
+  };
+  const narrowed = filter.search || filter.from || filter.to || filter.path || filter.value;
+  return html`<nav class="tabs states" id="states" aria-label="Job states">${tab("", "all", `${total}${statuses.some(over) ? "+" : ""}`)}${statuses.map((s) => tab(s, s, shown(s)))}</nav>${
+    narrowed
+      ? html`<p class="muted" id="states-note">The counts are for the queue and kind filter; the list applies the other filters too.</p>`
+      : ""
+  }`;
+}
+
 const BULK_LABELS: Record<BulkAction, string> = {
   retry: "Retry (dead, cancelled)",
   cancel: "Cancel (pending, running)",
@@ -54,7 +83,7 @@ const BULK_LABELS: Record<BulkAction, string> = {
 export function jobsPage(
   ctx: PageContext,
   filter: JobsFilter,
-  page: { before: string; jobs: ListedJob[]; limit: number; canAct: boolean },
+  page: { before: string; jobs: ListedJob[]; limit: number; canAct: boolean; counts: StateCounts },
   statuses: readonly string[],
   errorOf: (job: ListedJob) => string | null,
 ): SafeHtml {
@@ -94,6 +123,7 @@ ${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${filterHidden(filter)}
   return layout(ctx, "Jobs", [
     form,
     bulk,
+    stateTabs(ctx, filter, page.counts, statuses),
     html`<div id="jobs-list"${before ? "" : html` data-live-list="${filter.queue}"`}>${
       jobs.length === 0
         ? html`<p class="muted">No jobs match.</p>`

@@ -43,6 +43,8 @@ dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex
 .chart .axis{stroke:var(--grid)}.chart text{fill:var(--muted)}.chart .s1{stroke:var(--chart1);fill:none}.chart .s2{stroke:var(--chart2);fill:none}
 .chart .b1,.chart text.t1{fill:var(--chart1)}.chart .b2,.chart text.t2,.chart text.b2{fill:var(--chart2)}.chart .b3,.chart text.b3{fill:var(--chart3)}
 .tabs a{margin-right:8px}.tabs a[aria-current]{font-weight:700;text-decoration:none}
+.states{display:flex;flex-wrap:wrap;gap:4px 6px;margin:8px 0}.states a{margin:0;padding:2px 8px;border:1px solid var(--line);border-radius:12px;background:var(--card)}
+.states a[aria-current]{border-color:var(--link)}.count{font-variant-numeric:tabular-nums;color:var(--muted)}
 .signin{display:block;max-width:360px;margin:64px auto;background:var(--card);border:1px solid var(--line);padding:24px}
 .signin label{display:block;margin:8px 0}.signin input{width:100%;box-sizing:border-box}
 @media (max-width:640px){main{padding:8px}th,td{padding:3px 4px}dl{grid-template-columns:1fr}dt{margin-top:6px}}
