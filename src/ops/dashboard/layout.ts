@@ -95,7 +95,7 @@ export function layout(ctx: PageContext, heading: string, body: SafeHtml | Array
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 ${ctx.refresh ? html`<noscript><meta http-equiv="refresh" content="${ctx.refresh}"></noscript>` : ""}
 <title>${heading} · ${ctx.title}</title><style>${raw(CSS)}</style>
-${live.length > 0 ? html`<script src="${b}/assets/live.js" defer></script>` : ""}</head>
+<script src="${b}/assets/live.js" defer></script></head>
 <body data-base="${b}" data-live="${live.join(",")}"><a class="skip" href="#main">Skip to content</a>
 <header><nav aria-label="Main"><a class="brand" href="${b}/">${ctx.title}</a>
 <a href="${b}/">Queues</a><a href="${b}/jobs">Jobs</a><a href="${b}/workers">Workers</a><a href="${b}/cron">Cron</a><a href="${b}/dead">Dead</a><a href="${b}/outbox">Outbox</a><a href="${b}/audit">Audit</a><a href="${b}/metrics">Metrics</a></nav>

@@ -3,7 +3,8 @@
  * Every page works without JavaScript: actions are plain forms that POST with
  * a CSRF token, and pages whose content moves refresh themselves through a
  * <noscript> meta tag. With scripts on, one self-hosted script (assets.ts)
- * keeps them live over server-sent events, reading the data-* marks here.
+ * shows timestamps in the browser's time zone and keeps pages live over
+ * server-sent events, reading the data-* marks here.
  * Every value shown comes through `html` (escaped) or a redactor first.
  * The shared layout and stylesheet are layout.ts; the jobs explorer is
  * jobsView.ts and a job's page jobView.ts.
