@@ -40,7 +40,7 @@ dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex
 .filters label{display:flex;flex-direction:column;font-size:12px;color:var(--muted)}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:12px}
 .chart{width:100%;height:auto;background:var(--card);border:1px solid var(--line)}
-.chart .axis{stroke:var(--grid)}.chart text{fill:var(--muted)}.chart .s1{stroke:var(--chart1);fill:none}.chart .s2{stroke:var(--chart2);fill:none}
+.chart .axis{stroke:var(--grid)}.chart .zero-line{stroke:var(--muted)}.chart .gap{fill:var(--grid);fill-opacity:.45}.chart text{fill:var(--muted)}.chart .s1{stroke:var(--chart1);fill:none}.chart .s2{stroke:var(--chart2);fill:none}
 .chart .b1,.chart text.t1{fill:var(--chart1)}.chart .b2,.chart text.t2,.chart text.b2{fill:var(--chart2)}.chart .b3,.chart text.b3{fill:var(--chart3)}
 .tabs a{margin-right:8px}.tabs a[aria-current]{font-weight:700;text-decoration:none}
 .states{display:flex;flex-wrap:wrap;gap:4px 6px;margin:8px 0}.states a{margin:0;padding:2px 8px;border:1px solid var(--line);border-radius:12px;background:var(--card)}
