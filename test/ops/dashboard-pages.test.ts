@@ -314,3 +314,32 @@ test("the jobs list's state tabs count each state for the queue and kind filter,
   // A filter beyond queue and kind: the counts say what they count.
   expect(await (await get("jobs?queue=tabs&q=boom")).text()).toContain('id="states-note"');
 });
+
+test("on a phone: every page has a viewport meta tag, every table scrolls inside its own wrapper, and nav and forms wrap", async () => {
+  await admin.pauseKey("phone", "tenant-1", "10m");
+  const parent = await t.skipq.enqueue("phone.parent", {}, { queue: "phone" });
+  const child = await t.skipq.enqueue("phone.child", {}, { queue: "phone", dependsOn: [parent.id] });
+  const signIn = await (await fetch(new URL("login", d.url))).text();
+  const pages = ["", "jobs", `jobs/${child.id}`, "queues/phone", "workers", "cron", "dead", "outbox", "audit"];
+  let tables = 0;
+  for (const page of [signIn, ...(await Promise.all(pages.map(async (p) => (await get(p)).text())))]) {
+    expect(page).toContain('<meta name="viewport" content="width=device-width,initial-scale=1">');
+    for (const m of page.matchAll(/<table\b/g)) {
+      tables++;
+      const before = page.slice(0, m.index);
+      // The nearest opening <div> before the table is its scroll wrapper, and nothing closed it in between.
+      const open = before.lastIndexOf("<div");
+      expect(before.slice(open), page.slice(m.index, m.index + 40)).toMatch(
+        /^<div class="scroll" tabindex="0" role="region" aria-label="[^"]+">$/,
+      );
+    }
+  }
+  expect(tables).toBeGreaterThanOrEqual(6); // queues (overview and the queue), jobs, workflow, paused keys, audit
+  const css = /<style>([\s\S]*?)<\/style>/.exec(signIn)?.[1] ?? "";
+  expect(css).toContain(".scroll{overflow-x:auto}");
+  expect(css).toMatch(/header\{[^}]*flex-wrap:wrap/);
+  expect(css).toMatch(/header nav\{[^}]*flex-wrap:wrap/);
+  expect(css).toMatch(/\.filters\{[^}]*flex-wrap:wrap/);
+  expect(css).toMatch(/\.states\{[^}]*flex-wrap:wrap/);
+  expect(css).toContain("minmax(min(320px,100%),1fr)");
+});

@@ -147,6 +147,6 @@ function flowSection(ctx: PageContext, flow: { parents: ShownNode[]; children: S
       (n) =>
         html`<tr data-role="${role}"><td>${role}</td><td><a href="${ctx.base}/jobs/${n.id}">${n.id}</a></td><td>${n.kind ?? "—"}</td><td>${n.status ? status(n.status) : "pruned"}</td><td><code>${n.result}</code></td></tr>`,
     );
-  return html`<h2>Workflow</h2><table id="flow"><thead><tr><th></th><th>Id</th><th>Kind</th><th>Status</th><th>Result</th></tr></thead>
-<tbody>${rows("parent", flow.parents)}${rows("child", flow.children)}</tbody></table>`;
+  return html`<h2>Workflow</h2><div class="scroll" tabindex="0" role="region" aria-label="Workflow"><table id="flow"><thead><tr><th><span class="skip-label">Role</span></th><th>Id</th><th>Kind</th><th>Status</th><th>Result</th></tr></thead>
+<tbody>${rows("parent", flow.parents)}${rows("child", flow.children)}</tbody></table></div>`;
 }

@@ -38,7 +38,7 @@ input,select{font:inherit;padding:2px 4px;background:var(--card);color:var(--fg)
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;background:var(--card);padding:8px;border:1px solid var(--line)}
 dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:end;margin:8px 0}
 .filters label{display:flex;flex-direction:column;font-size:12px;color:var(--muted)}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:12px}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(320px,100%),1fr));gap:12px}
 .chart{width:100%;height:auto;background:var(--card);border:1px solid var(--line)}
 .chart .axis{stroke:var(--grid)}.chart .zero-line{stroke:var(--muted)}.chart .gap{fill:var(--grid);fill-opacity:.45}.chart text{fill:var(--muted)}.chart .s1{stroke:var(--chart1);fill:none}.chart .s2{stroke:var(--chart2);fill:none}
 .chart .b1,.chart text.t1{fill:var(--chart1)}.chart .b2,.chart text.t2,.chart text.b2{fill:var(--chart2)}.chart .b3,.chart text.b3{fill:var(--chart3)}
@@ -47,7 +47,9 @@ dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex
 .states a[aria-current]{border-color:var(--link)}.count{font-variant-numeric:tabular-nums;color:var(--muted)}
 .signin{display:block;max-width:360px;margin:64px auto;background:var(--card);border:1px solid var(--line);padding:24px}
 .signin label{display:block;margin:8px 0}.signin input{width:100%;box-sizing:border-box}
-@media (max-width:640px){main{padding:8px}th,td{padding:3px 4px}dl{grid-template-columns:1fr}dt{margin-top:6px}}
+h1,p code,li code{overflow-wrap:anywhere}svg{max-width:100%}.filters label,.filters input,.filters select{max-width:100%;min-width:0}
+@media (max-width:640px){main{padding:8px}th,td{padding:3px 4px}dl{grid-template-columns:1fr}dt{margin-top:6px}
+.signin{margin:16px auto;padding:16px}header{padding:8px}}
 `;
 
 export interface PageContext {
@@ -124,7 +126,7 @@ export function signInPage(
   options: { token: boolean; password: boolean; next: string; message?: string },
 ): SafeHtml {
   return html`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Sign in · ${ctx.title}</title><style>${raw(CSS)}</style></head>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>Sign in · ${ctx.title}</title><style>${raw(CSS)}</style></head>
 <body><main class="signin" id="main"><h1>${ctx.title}</h1>
 ${options.message ? html`<div class="error" role="alert">${options.message}</div>` : ""}
 <form method="post" action="${ctx.base}/login">

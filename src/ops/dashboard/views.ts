@@ -143,7 +143,7 @@ ${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
   return html`<h2>Limits</h2>${canAct ? form : summary}<h2>Paused keys</h2>${
     keys.length === 0
       ? html`<p class="muted">No key is paused.</p>`
-      : html`<table id="paused-keys"><thead><tr><th>Key</th><th>Paused until</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${rows}</tbody></table>`
+      : html`<div class="scroll" tabindex="0" role="region" aria-label="Paused keys"><table id="paused-keys"><thead><tr><th>Key</th><th>Paused until</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${rows}</tbody></table></div>`
   }${
     canAct
       ? html`<form class="filters" method="post" action="${here}/keys/pause" aria-label="Pause a key">${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}
