@@ -160,3 +160,46 @@ test("the sign-in page's content is one <main> landmark: heading, message and fo
   expect(main).toMatch(/<form method="post" action="\/ops\/login">[\s\S]*<\/form>/);
   expect(page.replace(/<main[\s\S]*<\/main>/, "")).not.toMatch(/<(form|h1|input)\b/);
 });
+
+test("the sign-in page says where the credentials are configured, naming only settings that really exist, never a value", () => {
+  const page = (token: boolean, password: boolean) =>
+    signInPage(
+      { base: "", title: "skipq", csrf: undefined, flash: undefined },
+      { token, password, next: "/" },
+    ).toString();
+  const hint = (text: string) => /<div class="hint" id="signin-hint">([\s\S]*?)<\/div>/.exec(text)?.[1] ?? "";
+  const tokenOnly = hint(page(true, false));
+  expect(tokenOnly).toContain("<code>SKIPQ_DASHBOARD_TOKEN</code> in the server's environment");
+  expect(tokenOnly).toContain("<code>auth: { token }</code>");
+  expect(tokenOnly).toContain(
+    "<code>skipq dashboard</code> (and <code>startDashboard</code>) on 127.0.0.1 generates a one-time token and prints it in its log",
+  );
+  expect(tokenOnly).not.toContain("SKIPQ_DASHBOARD_PASSWORD");
+  const passwordOnly = hint(page(false, true));
+  expect(passwordOnly).toContain("<code>SKIPQ_DASHBOARD_USER</code> and <code>SKIPQ_DASHBOARD_PASSWORD</code>");
+  expect(passwordOnly).not.toContain("SKIPQ_DASHBOARD_TOKEN");
+  // Every variable the hint names is one the dashboard reads its credentials from.
+  const named = [...hint(page(true, true)).matchAll(/<code>(SKIPQ_\w+)<\/code>/g)].map((m) => m[1] as string);
+  expect(named.sort()).toEqual([
+    "SKIPQ_DASHBOARD_PASSWORD",
+    "SKIPQ_DASHBOARD_TOKEN",
+    "SKIPQ_DASHBOARD_USER",
+    "SKIPQ_DASHBOARD_VIEWER_PASSWORD",
+    "SKIPQ_DASHBOARD_VIEWER_TOKEN",
+    "SKIPQ_DASHBOARD_VIEWER_USER",
+  ]);
+  const env = {
+    SKIPQ_DASHBOARD_TOKEN: "a".repeat(20),
+    SKIPQ_DASHBOARD_USER: "ops",
+    SKIPQ_DASHBOARD_PASSWORD: "b".repeat(12),
+    SKIPQ_DASHBOARD_VIEWER_TOKEN: "c".repeat(20),
+    SKIPQ_DASHBOARD_VIEWER_USER: "eyes",
+    SKIPQ_DASHBOARD_VIEWER_PASSWORD: "d".repeat(12),
+  };
+  expect(resolveCredentials(undefined, env)).toEqual({
+    token: env.SKIPQ_DASHBOARD_TOKEN,
+    user: "ops",
+    password: env.SKIPQ_DASHBOARD_PASSWORD,
+    viewer: { token: env.SKIPQ_DASHBOARD_VIEWER_TOKEN, user: "eyes", password: env.SKIPQ_DASHBOARD_VIEWER_PASSWORD },
+  });
+});

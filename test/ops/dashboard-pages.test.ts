@@ -343,3 +343,11 @@ test("on a phone: every page has a viewport meta tag, every table scrolls inside
   expect(css).toMatch(/\.states\{[^}]*flex-wrap:wrap/);
   expect(css).toContain("minmax(min(320px,100%),1fr)");
 });
+
+test("the real sign-in page names where its token is configured and shows no secret", async () => {
+  const page = await (await fetch(new URL("login", d.url))).text();
+  expect(page).toContain('id="signin-hint"');
+  expect(page).toContain("<code>SKIPQ_DASHBOARD_TOKEN</code>");
+  expect(page).not.toContain("SKIPQ_DASHBOARD_PASSWORD"); // this dashboard takes a token only
+  expect(page).not.toContain(TOKEN);
+});

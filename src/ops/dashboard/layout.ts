@@ -47,6 +47,7 @@ dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}.filters{display:flex;flex
 .states a[aria-current]{border-color:var(--link)}.count{font-variant-numeric:tabular-nums;color:var(--muted)}
 .signin{display:block;max-width:360px;margin:64px auto;background:var(--card);border:1px solid var(--line);padding:24px}
 .signin label{display:block;margin:8px 0}.signin input{width:100%;box-sizing:border-box}
+.hint{margin-top:16px;font-size:13px;color:var(--muted)}.hint ul{padding-left:18px;margin:4px 0}.hint p{margin:0}
 h1,p code,li code{overflow-wrap:anywhere}svg{max-width:100%}.filters label,.filters input,.filters select{max-width:100%;min-width:0}
 @media (max-width:640px){main{padding:8px}th,td{padding:3px 4px}dl{grid-template-columns:1fr}dt{margin-top:6px}
 .signin{margin:16px auto;padding:16px}header{padding:8px}}
@@ -133,7 +134,24 @@ ${options.message ? html`<div class="error" role="alert">${options.message}</div
 <input type="hidden" name="next" value="${options.next}">
 ${options.password ? html`<label>User <input name="user" autocomplete="username"></label><label>Password <input name="password" type="password" autocomplete="current-password"></label>` : ""}
 ${options.token ? html`<label>${options.password ? "Or token" : "Token"} <input name="token" type="password" autocomplete="off"></label>` : ""}
-<button type="submit">Sign in</button></form></main></body></html>`;
+<button type="submit">Sign in</button></form>${signInHint(options)}</main></body></html>`;
+}
+
+/**
+ * Where the credentials the form asks for are configured (names of settings only, never a value): the
+ * environment variables and `auth` option `resolveCredentials` reads, and the one-time token `skipq
+ * dashboard` and `startDashboard` print when none is set (docs/dashboard.md, "Secure it").
+ */
+function signInHint(options: { token: boolean; password: boolean }): SafeHtml {
+  return html`<div class="hint" id="signin-hint"><p>Ask whoever runs this dashboard: the credentials are set where it runs, not here.</p><ul>
+${
+  options.token
+    ? html`<li>The token is <code>SKIPQ_DASHBOARD_TOKEN</code> in the server's environment, or <code>auth: { token }</code> in the code that creates the dashboard; a read-only one is <code>SKIPQ_DASHBOARD_VIEWER_TOKEN</code>.</li>
+<li>With none set, <code>skipq dashboard</code> (and <code>startDashboard</code>) on 127.0.0.1 generates a one-time token and prints it in its log when it starts.</li>`
+    : ""
+}
+${options.password ? html`<li>The user and password are <code>SKIPQ_DASHBOARD_USER</code> and <code>SKIPQ_DASHBOARD_PASSWORD</code> (read-only: <code>SKIPQ_DASHBOARD_VIEWER_USER</code> and <code>SKIPQ_DASHBOARD_VIEWER_PASSWORD</code>), or <code>auth: { user, password }</code>.</li>` : ""}
+</ul></div>`;
 }
 
 const pad = (n: number) => String(n).padStart(2, "0");
