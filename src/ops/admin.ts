@@ -314,7 +314,7 @@ export class Admin {
    * A queue's statistics (or all queues') over the last hour, day or week, from the maintainer's
    * per-minute rollup, never from history: 60 one-minute, 144 ten-minute or 168 one-hour buckets,
    * oldest first, every bucket present (zeros where nothing happened; depth and wait null where
-   * nothing was sampled).
+   * nothing was sampled; `rolledUp` false where the rollup wrote nothing at all: no data).
    */
   async queueSeries(queue: string | undefined, range: StatsRange): Promise<StatsPoint[]> {
     return queueSeries(this.reads, queue, range);

@@ -2,7 +2,7 @@
  * Queue statistics behind `Admin`: the per-queue overview (partial indexes and
  * the last hour's completions, never a count of all history), completions per
  * minute, and chart series from the maintainer's per-minute rollup, every
- * bucket of the span present (zeros where nothing happened).
+ * bucket of the span present (zeros where nothing was rolled up, marked so).
  */
 import { ValidationError } from "../core/errors.js";
 import { assertName } from "../core/validate.js";
@@ -33,6 +33,7 @@ export async function queueSeries(store: Store, queue: string | undefined, range
       running: r.running,
       p50: r.p50 === null ? null : Number(r.p50),
       p95: r.p95 === null ? null : Number(r.p95),
+      rolledUp: true,
     });
   const last = Math.floor(new Date(now[0].now).getTime() / stepMs) * stepMs;
   const points: StatsPoint[] = [];
@@ -48,6 +49,7 @@ export async function queueSeries(store: Store, queue: string | undefined, range
         running: null,
         p50: null,
         p95: null,
+        rolledUp: false,
       },
     );
   }

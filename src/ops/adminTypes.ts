@@ -237,6 +237,11 @@ export interface StatsPoint {
   /** Wait (run_at → start of the last attempt) of the jobs that finished, ms. */
   p50: number | null;
   p95: number | null;
+  /**
+   * Whether the rollup wrote anything for this bucket. False: no data (nothing finished and nothing was
+   * sampled: the queue was idle, or no maintainer was rolling up), and its zeros are fillers; charts draw a gap.
+   */
+  rolledUp: boolean;
 }
 
 /** The jobs explorer's filter: every field optional, all given ones must hold. */

@@ -4,7 +4,8 @@
  * open a queue and edit a limit, filter the jobs, bulk-retry a dead one, follow
  * its page live to completed, visit every page (axe-core: no serious or
  * critical violation, light and dark; the sign-in page none of any impact), try the keyboard, sign out; without
- * credentials every page answers 401. Screenshots of every page go to
+ * credentials every page answers 401. Times are shown in the browser's zone (Asia/Tokyo here), and at 375 px
+ * no page scrolls sideways. Screenshots of every page go to
  * .ci-artifacts/ and, outside CI, docs/.
  */
 import { execFile } from "node:child_process";
@@ -87,6 +88,8 @@ beforeAll(async () => {
     args: ARGS,
     headless: true,
     viewport: { width: 1280, height: 900 },
+    // A zone without daylight saving, so the local times are UTC + 9 h all year.
+    timezoneId: "Asia/Tokyo",
   });
 });
 
@@ -111,6 +114,38 @@ async function accessibility(page: Page, label: string, every = false): Promise<
     r.violations.filter((v) => ${every} || v.impact === "serious" || v.impact === "critical")
       .map((v) => v.id + " (" + v.impact + "): " + v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")))`)) as string[];
   expect(violations, label).toEqual([]);
+}
+
+/**
+ * The page's timestamps as the script left them: each <time> shows its datetime in Tokyo time, zone named, with
+ * the server's UTC text in its title. Returns how many it checked.
+ */
+async function localTimes(page: Page, scope: string): Promise<number> {
+  const times =
+    (await page.evaluate(`Array.from(document.querySelectorAll(${JSON.stringify(`${scope} time[datetime]`)}))
+    .map((el) => ({ iso: el.getAttribute("datetime"), text: el.textContent, title: el.getAttribute("title") || "", local: el.hasAttribute("data-local") }))`)) as Array<{
+      iso: string;
+      text: string;
+      title: string;
+      local: boolean;
+    }>;
+  for (const t of times) {
+    const tokyo = new Date(new Date(t.iso).getTime() + 9 * 3_600_000).toISOString();
+    const utc = `${t.iso.slice(0, 10)} ${t.iso.slice(11, 19)}Z`;
+    expect(t, scope).toEqual({ ...t, local: true, text: `${tokyo.slice(0, 10)} ${tokyo.slice(11, 19)} GMT+9` });
+    expect(t.title.startsWith(utc), `${scope}: ${t.title}`).toBe(true);
+  }
+  return times.length;
+}
+
+/** At a phone's width, the document is no wider than the viewport (tables scroll inside their own wrappers). */
+async function fitsWidth(page: Page, label: string): Promise<void> {
+  const { scrollWidth, innerWidth } = (await page.evaluate(
+    "({ scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth })",
+  )) as { scrollWidth: number; innerWidth: number };
+  expect(scrollWidth, `${label}: document ${scrollWidth} px wide in a ${innerWidth} px viewport`).toBeLessThanOrEqual(
+    innerWidth,
+  );
 }
 
 /** A screenshot into .ci-artifacts/ and, outside CI, docs/ (the docs show these). */
@@ -196,6 +231,8 @@ test("sign in, watch counts live, filter, bulk-retry, follow a job's timeline, e
   await page.click('a[href="/dead"]');
   await page.waitForSelector("table#dead");
   expect(await page.textContent("table#dead")).toContain("font <Helvetica> missing");
+  // A page with nothing live loads the script too, for its times.
+  expect(await localTimes(page, "table#dead")).toBe(1);
   await accessibility(page, "dead");
   await shot(page, "dashboard-dead");
 
@@ -206,6 +243,8 @@ test("sign in, watch counts live, filter, bulk-retry, follow a job's timeline, e
   await page.selectOption('form[role=search] select[name="status"]', "dead");
   await page.click('form[role=search] button[type="submit"]');
   await expect.poll(() => page.locator("#jobs tbody tr").count()).toBe(1);
+  // The state tabs: the current one marked, its count the list's.
+  expect(await page.textContent('#states a[aria-current="page"]')).toBe("dead 1");
   await accessibility(page, "jobs");
   await shot(page, "dashboard-jobs");
   const deadId = (await page.getAttribute("#jobs tbody tr", "data-watch-job")) as string;
@@ -231,6 +270,8 @@ test("sign in, watch counts live, filter, bulk-retry, follow a job's timeline, e
   expect(await page.locator('#attempts tbody tr:nth-child(1) [data-f="outcome"]').textContent()).toBe("completed");
   expect(await page.locator('#attempts tbody tr:nth-child(2) [data-f="outcome"]').textContent()).toBe("dead");
   expect(await page.locator("#attempts tbody tr:nth-child(2)").textContent()).toContain("font <Helvetica> missing");
+  // Every time on the page is shown in the browser's zone, named, the UTC text in its title.
+  expect(await localTimes(page, "main")).toBeGreaterThan(5);
   await accessibility(page, "job");
   await shot(page, "dashboard-job");
 
@@ -247,8 +288,37 @@ test("sign in, watch counts live, filter, bulk-retry, follow a job's timeline, e
   }
   expect(await page.textContent("table#audit")).toMatch(/bulk retry[\s\S]*queue limits[\s\S]*sign-in/);
 
+  // Charts: the x axis' times are local too; bars only where the rollup has data.
+  await page.click('nav a[href="/"]');
+  await page.waitForSelector("#chart-throughput");
+  expect(await page.textContent("#chart-throughput text.x-end")).toMatch(/^\d{2}:\d{2} GMT\+9$/);
+  expect(await page.locator("#chart-throughput text.y-max").count()).toBe(1);
+
+  // A phone (375 px): no page scrolls sideways.
+  await page.setViewportSize({ width: 375, height: 812 });
+  for (const p of [
+    "",
+    "jobs",
+    "jobs?queue=billing&status=dead",
+    `jobs/${deadId}`,
+    "queues/billing",
+    "dead",
+    "workers",
+    "cron",
+    "outbox",
+    "audit",
+  ]) {
+    await page.goto(new URL(p, dashboard.url).toString());
+    await fitsWidth(page, p || "overview");
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+
   await page.click('button:has-text("Sign out")');
   await page.waitForSelector('input[name="token"]');
+  expect(await page.textContent("#signin-hint")).toContain("SKIPQ_DASHBOARD_TOKEN");
+  await page.setViewportSize({ width: 375, height: 812 });
+  await fitsWidth(page, "sign-in");
+  await page.setViewportSize({ width: 1280, height: 900 });
   expect((await page.goto(dashboard.url))?.status()).toBe(401);
   await page.close();
 });

@@ -1,11 +1,12 @@
 /**
  * The dashboard's views of what skipq runs: a job's timeline, the workers
  * with their in-flight jobs, cron schedules (last and next tick, run now,
- * pause), and a queue's limits and paused keys, edited with validation.
+ * pause), a queue's limits and paused keys, edited with validation, and the
+ * jobs list's state tabs with their counts.
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, type RunningDashboard, Scheduler, startDashboard } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { insertRawJob, type TestQueue, testQueue, until } from "../helpers.js";
 
 const TOKEN = "pages-token-0123456789";
 let t: TestQueue;
@@ -241,4 +242,112 @@ test("the outbox page shows the backlog per key, failing keys first, and retries
   const { rows: due } = await t.db.query(`SELECT run_at <= now() AS due FROM ${s}.outbox WHERE key = 'order-2'`);
   expect(due[0].due).toBe(true);
   expect((await post("outbox/retry", { _csrf: csrf, topic: "orders", key: "", back: "/outbox" })).status).toBe(400);
+});
+
+test("the jobs list's state tabs count each state for the queue and kind filter, the current one marked", async () => {
+  const live = (status: string, kind: string, extra: Record<string, string> = {}) =>
+    insertRawJob(t, { queue: "tabs", kind, status, ...extra });
+  const done = (status: string, kind: string) => insertRawJob(t, { queue: "tabs", kind, status }, { history: true });
+  await live("waiting", "count");
+  for (let i = 0; i < 3; i++) await live("pending", "count");
+  await live("pending", "count", { run_at: new Date(Date.now() + 3_600_000).toISOString() });
+  for (let i = 0; i < 2; i++)
+    await live("running", "count", { locked_by: "w", lease: "1", lease_expires_at: "infinity" });
+  for (let i = 0; i < 4; i++) await done("completed", "count");
+  for (let i = 0; i < 2; i++) await done("dead", "count");
+  await done("cancelled", "count");
+  await live("pending", "other");
+  await done("completed", "other");
+  await done("dead", "other");
+  await live("pending", "count-elsewhere"); // in another queue below
+  await t.db.query(`UPDATE "${t.schema}".jobs SET queue = 'tabs-other' WHERE kind = 'count-elsewhere'`);
+
+  const real = async (kind?: string) => {
+    const { rows } = await t.db.query(
+      `SELECT status, count(*)::int AS n FROM "${t.schema}".all_jobs WHERE queue = 'tabs' AND ($1::text IS NULL OR kind = $1)
+        GROUP BY status`,
+      [kind ?? null],
+    );
+    const counts: Record<string, number> = { waiting: 0, pending: 0, running: 0, completed: 0, dead: 0, cancelled: 0 };
+    for (const r of rows) counts[r.status] = r.n;
+    return { ...counts, all: Object.values(counts).reduce((a, b) => a + b, 0) };
+  };
+  const tabs = (page: string) => {
+    const nav = /<nav class="tabs states" id="states" aria-label="Job states">([\s\S]*?)<\/nav>/.exec(page)?.[1] ?? "";
+    const counts = Object.fromEntries(
+      [...nav.matchAll(/data-f="count-(\w+)">([^<]*)</g)].map((m) => [m[1], Number(m[2])]),
+    );
+    const current = [...nav.matchAll(/data-state="(\w+)" aria-current="page"/g)].map((m) => m[1]);
+    return { nav, counts, current };
+  };
+
+  const all = tabs(await (await get("jobs?queue=tabs")).text());
+  expect(all.counts).toEqual(await real());
+  expect(all.counts).toMatchObject({
+    waiting: 1,
+    pending: 5,
+    running: 2,
+    completed: 5,
+    dead: 3,
+    cancelled: 1,
+    all: 17,
+  });
+  expect(all.current).toEqual(["all"]);
+
+  const dead = tabs(await (await get("jobs?queue=tabs&kind=count&status=dead")).text());
+  expect(dead.counts).toEqual(await real("count"));
+  expect(dead.counts).toMatchObject({ pending: 4, dead: 2, all: 14 });
+  expect(dead.current).toEqual(["dead"]);
+  // Each tab keeps the queue and kind and changes the state only.
+  expect(dead.nav).toContain('href="/jobs?queue=tabs&amp;kind=count&amp;status=running" data-state="running"');
+  expect(dead.nav).toContain('href="/jobs?queue=tabs&amp;kind=count" data-state="all"');
+
+  // The history's states are counted up to 1000: beyond, the tab says so.
+  await t.db.query(
+    `INSERT INTO "${t.schema}".job_history (id, queue, kind, payload, status, priority, attempts, max_attempts, run_at, created_at, finished_at)
+     SELECT nextval(pg_get_serial_sequence('"${t.schema}".jobs', 'id')), 'tabs-many', 'k', '{}', 'completed', 0, 1, 1, now(), now(), now()
+       FROM generate_series(1, 1001)`,
+  );
+  const many = await (await get("jobs?queue=tabs-many")).text();
+  expect(many).toContain('data-f="count-completed">1000+<');
+  expect(many).toContain('data-f="count-all">1000+<');
+  // A filter beyond queue and kind: the counts say what they count.
+  expect(await (await get("jobs?queue=tabs&q=boom")).text()).toContain('id="states-note"');
+});
+
+test("on a phone: every page has a viewport meta tag, every table scrolls inside its own wrapper, and nav and forms wrap", async () => {
+  await admin.pauseKey("phone", "tenant-1", "10m");
+  const parent = await t.skipq.enqueue("phone.parent", {}, { queue: "phone" });
+  const child = await t.skipq.enqueue("phone.child", {}, { queue: "phone", dependsOn: [parent.id] });
+  const signIn = await (await fetch(new URL("login", d.url))).text();
+  const pages = ["", "jobs", `jobs/${child.id}`, "queues/phone", "workers", "cron", "dead", "outbox", "audit"];
+  let tables = 0;
+  for (const page of [signIn, ...(await Promise.all(pages.map(async (p) => (await get(p)).text())))]) {
+    expect(page).toContain('<meta name="viewport" content="width=device-width,initial-scale=1">');
+    for (const m of page.matchAll(/<table\b/g)) {
+      tables++;
+      const before = page.slice(0, m.index);
+      // The nearest opening <div> before the table is its scroll wrapper, and nothing closed it in between.
+      const open = before.lastIndexOf("<div");
+      expect(before.slice(open), page.slice(m.index, m.index + 40)).toMatch(
+        /^<div class="scroll" tabindex="0" role="region" aria-label="[^"]+">$/,
+      );
+    }
+  }
+  expect(tables).toBeGreaterThanOrEqual(6); // queues (overview and the queue), jobs, workflow, paused keys, audit
+  const css = /<style>([\s\S]*?)<\/style>/.exec(signIn)?.[1] ?? "";
+  expect(css).toContain(".scroll{overflow-x:auto}");
+  expect(css).toMatch(/header\{[^}]*flex-wrap:wrap/);
+  expect(css).toMatch(/header nav\{[^}]*flex-wrap:wrap/);
+  expect(css).toMatch(/\.filters\{[^}]*flex-wrap:wrap/);
+  expect(css).toMatch(/\.states\{[^}]*flex-wrap:wrap/);
+  expect(css).toContain("minmax(min(320px,100%),1fr)");
+});
+
+test("the real sign-in page names where its token is configured and shows no secret", async () => {
+  const page = await (await fetch(new URL("login", d.url))).text();
+  expect(page).toContain('id="signin-hint"');
+  expect(page).toContain("<code>SKIPQ_DASHBOARD_TOKEN</code>");
+  expect(page).not.toContain("SKIPQ_DASHBOARD_PASSWORD"); // this dashboard takes a token only
+  expect(page).not.toContain(TOKEN);
 });

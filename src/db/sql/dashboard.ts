@@ -64,6 +64,26 @@ export function dashboardStatements(names: Schema) {
       outboxRetryKey: `UPDATE ${schema}.outbox SET run_at = now()
                         WHERE key = $1 AND topic = $2 AND delivered_at IS NULL
                           AND (lease IS NULL OR lease_expires_at < now())`,
+      /**
+       * The explorer's state tabs, for queue $1 and kind $2 (null: any), in one row. The live table's states
+       * exactly (its rows are the backlog, never the history); the history's dead, completed and cancelled
+       * counted up to $3 rows each (the dashboard asks one more than it shows), so a history of millions
+       * costs what $3 rows do.
+       */
+      jobStateCounts: `SELECT live.waiting, live.pending, live.running,
+                             (SELECT count(*) FROM (SELECT 1 FROM ${schema}.job_history
+                                WHERE status = 'dead' AND ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR kind = $2)
+                                LIMIT $3) d)::int AS dead,
+                             (SELECT count(*) FROM (SELECT 1 FROM ${schema}.job_history
+                                WHERE status = 'completed' AND ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR kind = $2)
+                                LIMIT $3) c)::int AS completed,
+                             (SELECT count(*) FROM (SELECT 1 FROM ${schema}.job_history
+                                WHERE status = 'cancelled' AND ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR kind = $2)
+                                LIMIT $3) x)::int AS cancelled
+                        FROM (SELECT count(*) FILTER (WHERE status = 'waiting')::int AS waiting,
+                                     count(*) FILTER (WHERE status = 'pending')::int AS pending,
+                                     count(*) FILTER (WHERE status = 'running')::int AS running
+                                FROM ${schema}.jobs WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR kind = $2)) live`,
       /** Jobs in flight, for the workers page: the running partial index (jobs_running_lease), bounded. */
       liveRunning: `SELECT id, queue, kind, locked_by, locked_at, attempts, max_attempts
                      FROM ${schema}.jobs WHERE status = 'running' ORDER BY locked_at LIMIT 1000`,

@@ -5,6 +5,12 @@
  * works without it (forms post, links navigate, and pages without the script
  * refresh themselves through a <noscript> meta tag).
  *
+ * On every page it first rewrites each timestamp (<time datetime>, and a
+ * chart's <text data-datetime>) from the UTC text the server wrote to the
+ * browser's own time zone, named (Intl.DateTimeFormat), keeping the UTC text
+ * in the title; without the script the UTC text stays. Markup it swaps in
+ * later (a refreshed <main>, reloaded charts, the workers table) is rewritten too.
+ *
  * It subscribes to `<base>/events` and patches what the page shows: queue
  * counts, a job's status and attempts, the workers table. Where a change
  * needs new markup (a job changed state, a new queue, new jobs on the first
@@ -18,6 +24,35 @@ export const LIVE_JS = `"use strict";
   var body = document.body;
   var base = body.getAttribute("data-base") || "";
   var live = (body.getAttribute("data-live") || "").split(",").filter(Boolean);
+
+  // Local times: "2026-01-31 10:00:00 GMT+1" for the server's "2026-01-31 09:00:00Z", which moves to the title.
+  var fmt = null;
+  try {
+    fmt = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit",
+      minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short" });
+  } catch (e) { fmt = null; }
+  function localTimes(root) {
+    if (!fmt || !fmt.formatToParts || !root) return;
+    var els = root.querySelectorAll("time[datetime]:not([data-local]), text[data-datetime]:not([data-local])");
+    Array.prototype.forEach.call(els, function (el) {
+      var d = new Date(el.getAttribute("datetime") || el.getAttribute("data-datetime"));
+      if (isNaN(d.getTime())) return;
+      var p = {};
+      fmt.formatToParts(d).forEach(function (x) { p[x.type] = x.value; });
+      var utc = el.textContent;
+      if (el.tagName.toLowerCase() === "text") {
+        // A chart's axis label: as short as the server's ("09:14Z" or "01-31 09:14Z").
+        el.textContent = (utc.indexOf("-") >= 0 ? p.month + "-" + p.day + " " : "") + p.hour + ":" + p.minute + " " + p.timeZoneName;
+      } else {
+        el.textContent = p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute + ":" + p.second + " " + p.timeZoneName;
+        var was = el.getAttribute("title");
+        el.setAttribute("title", utc + (was ? " · " + was : ""));
+      }
+      el.setAttribute("data-local", "");
+    });
+  }
+  localTimes(document);
+
   if (!window.EventSource || live.length === 0) return;
   var badge = document.getElementById("live");
   var es = null;
@@ -76,6 +111,7 @@ export const LIVE_JS = `"use strict";
           var heading = next.querySelector("h1");
           if (flash && !next.querySelector("[role=status]") && heading) heading.after(flash);
           here.replaceWith(document.adoptNode(next));
+          localTimes(next);
           if (focusId) { var f = document.getElementById(focusId); if (f) f.focus(); }
           if (watchedIds() !== watching) connect();
         })
@@ -160,10 +196,17 @@ export const LIVE_JS = `"use strict";
         a.textContent = j.kind + " #" + j.id;
         inflight.appendChild(a);
       });
-      cell(tr, when(w.last_seen_at));
+      var seen = cell(tr);
+      if (w.last_seen_at) {
+        var t = document.createElement("time");
+        t.setAttribute("datetime", w.last_seen_at);
+        t.textContent = when(w.last_seen_at);
+        seen.appendChild(t);
+      } else seen.textContent = "—";
       return tr;
     });
     tbody.replaceChildren.apply(tbody, rows);
+    localTimes(tbody);
   }
 
   // Charts come from the maintainer's per-minute rollup: reloaded every 30 s while the tab is visible.
@@ -175,7 +218,7 @@ export const LIVE_JS = `"use strict";
         .then(function (text) {
           if (!text) return;
           var next = new DOMParser().parseFromString(text, "text/html").querySelector("[data-charts]");
-          if (next) el.replaceWith(document.adoptNode(next));
+          if (next) { el.replaceWith(document.adoptNode(next)); localTimes(next); }
         })
         .catch(function () {});
     });

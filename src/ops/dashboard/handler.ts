@@ -40,7 +40,8 @@ import {
   ThrottledError,
 } from "./auth.js";
 import type { SafeHtml } from "./html.js";
-import { jobActions, jobPages, sharedSearch } from "./jobRoutes.js";
+import { jobActions, jobPages, sharedSearch, sharedStateCounts } from "./jobRoutes.js";
+import { CSS, type PageContext, signInPage } from "./layout.js";
 import { LiveHub, workersWithInFlight } from "./live.js";
 import type { Dashboard, DashboardOptions } from "./options.js";
 import { queueActions, queuePages, sharedSeries } from "./queueRoutes.js";
@@ -49,7 +50,7 @@ import { FLASH_COOKIE, forwarded, HttpError, interestOf, normaliseBase, readForm
 import { FIXED_ORIGIN, responders } from "./respond.js";
 import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
 import { systemActions, systemPages } from "./systemRoutes.js";
-import { CSS, messagePage, type PageContext, signInPage } from "./views.js";
+import { messagePage } from "./views.js";
 import { type DashboardHandler, type FetchContext, type FetchHandler, toFetchHandler } from "./web.js";
 
 export type { Dashboard, DashboardHandler, DashboardOptions, FetchContext, FetchHandler };
@@ -262,6 +263,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
 
   const series = sharedSeries(admin);
   const search = sharedSearch(admin);
+  const stateCounts = sharedStateCounts(skipq.readStore);
   const workersInFlight = () => workersWithInFlight(admin, skipq.readStore);
   // Where the pages read from, for the header: read at most every 2 s, whatever the page rate.
   let replica: { at: number; status: Promise<ReplicaStatus | "failed" | undefined> } | undefined;
@@ -284,6 +286,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     liveTopics,
     series,
     search,
+    stateCounts,
     workersInFlight,
     send,
     cookie,

@@ -3,13 +3,17 @@
  * grouped by fingerprint, and their actions (bulk, retry, cancel, retry by
  * fingerprint). Lists never load payloads; a job's payload, headers, result
  * and logs are redacted before they are shown, and cut to a bounded size.
+ * The explorer's state tabs are counted by one statement (jobStateCounts).
  */
 
 import { SkipqError } from "../../core/errors.js";
-import { ID_PATTERN, isId } from "../../core/validate.js";
+import { assertName, ID_PATTERN, isId } from "../../core/validate.js";
+import type { Store } from "../../db/store.js";
 import type { Admin } from "../admin.js";
 import { BULK_ACTIONS, type BulkAction, type FlowNode, JOB_STATUSES, type ListedJob } from "../adminTypes.js";
 import { displayJson } from "../display.js";
+import { bulkConfirmPage, FILTER_FIELDS, type JobsFilter, jobsPage, type StateCounts } from "./jobsView.js";
+import { jobPage } from "./jobView.js";
 import {
   attemptLogsShown,
   attemptsShown,
@@ -22,7 +26,7 @@ import {
   toJobFilter,
 } from "./request.js";
 import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
-import { bulkConfirmPage, deadPage, FILTER_FIELDS, type JobsFilter, jobPage, jobsPage } from "./views.js";
+import { deadPage } from "./views.js";
 
 /** A job's page, and an action on it: the id as every id is checked (core/validate.ts). */
 const JOB_PAGE = new RegExp(`^/jobs/(${ID_PATTERN})$`);
@@ -30,27 +34,32 @@ const JOB_ACTION = new RegExp(`^/jobs/(${ID_PATTERN})/(retry|cancel)$`);
 
 /** Jobs per explorer page. */
 export const PAGE_SIZE = 50;
+/** A state tab counts the history's rows of its state up to this many (more: "1000+"). */
+export const STATE_COUNT_CAP = 1000;
 const MAX_PAYLOAD_CHARS = 100_000;
 
 /** The job pages; false when `rel` is none of them. */
 export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<boolean> {
-  const { admin, redact, redactError, liveTopics, search } = rt;
+  const { admin, redact, redactError, liveTopics, search, stateCounts } = rt;
   const { req, rel, url, ctx, page } = r;
   if (rel === "/jobs") {
     const filter = filterOf((name) => param(url, name));
     const before = param(url, "before");
     if (before && !isId(before)) throw new HttpError(400, "before must be a job id");
     // The live script's refreshes (marked by their header) share results for a second; a person's navigation never does.
-    const jobs =
-      req.headers["x-skipq-live"] === "1"
-        ? await search(filter, before)
-        : await admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE });
+    const shared = req.headers["x-skipq-live"] === "1";
+    const [jobs, counts] = await Promise.all([
+      shared
+        ? search(filter, before)
+        : admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE }),
+      stateCounts(filter.queue, filter.kind, shared),
+    ]);
     return page(
       200,
       jobsPage(
         { ...ctx, refresh: before ? undefined : 10, live: liveTopics("jobs") },
         filter,
-        { before, jobs, limit: PAGE_SIZE, canAct: ctx.canAct !== false },
+        { before, jobs, limit: PAGE_SIZE, canAct: ctx.canAct !== false, counts },
         JOB_STATUSES,
         (j) => redactError(j.last_error, j),
       ),
@@ -204,4 +213,30 @@ export function sharedSearch(admin: Admin): (filter: JobsFilter, before: string)
     return jobs;
   };
   return search;
+}
+
+/**
+ * The state tabs' counts for a queue and kind ("" for any), one statement on the read store; the live
+ * script's refreshes (`shared`) take a result under a second old, for every viewer of the same filter.
+ */
+export function sharedStateCounts(
+  store: Store,
+): (queue: string, kind: string, shared: boolean) => Promise<StateCounts> {
+  const cache = new Map<string, { at: number; counts: Promise<StateCounts> }>();
+  return (queue, kind, shared) => {
+    const key = JSON.stringify([queue, kind]);
+    const hit = cache.get(key);
+    if (shared && hit && Date.now() - hit.at < 1000) return hit.counts;
+    if (cache.size > 1000) cache.clear();
+    const counts = store
+      .query(store.sql.dashboard.jobStateCounts, [
+        queue ? assertName("queue", queue) : null,
+        kind ? assertName("kind", kind) : null,
+        STATE_COUNT_CAP + 1,
+      ])
+      .then(({ rows }) => ({ counts: rows[0] as StateCounts["counts"], cap: STATE_COUNT_CAP }));
+    cache.set(key, { at: Date.now(), counts });
+    counts.catch(() => cache.delete(key));
+    return counts;
+  };
 }

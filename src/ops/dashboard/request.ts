@@ -17,9 +17,9 @@ import {
   type StatsRange,
 } from "../adminTypes.js";
 import { type AttemptRow, attemptLogsText, attemptRows, displayJson, loggedAttempts } from "../display.js";
+import { FILTER_FIELDS, type JobsFilter } from "./jobsView.js";
 import type { LiveInterest } from "./live.js";
 import type { Redactor } from "./redact.js";
-import { FILTER_FIELDS, type JobsFilter } from "./views.js";
 
 const MAX_BODY = 16 * 1024;
 /** The cookie carrying a one-shot message to the next page ("ok:…" or "err:…"). */

@@ -13,9 +13,10 @@ import type { Admin } from "../admin.js";
 import type { ListedJob, StatsPoint, StatsRange } from "../adminTypes.js";
 import type { HealthOptions } from "../health.js";
 import type { SafeHtml } from "./html.js";
+import type { JobsFilter, StateCounts } from "./jobsView.js";
+import type { PageContext } from "./layout.js";
 import type { LiveWorker } from "./live.js";
 import type { Redactor } from "./redact.js";
-import type { JobsFilter, PageContext } from "./views.js";
 
 /** The pieces of one dashboard that every route uses. */
 export interface DashboardRuntime {
@@ -35,6 +36,8 @@ export interface DashboardRuntime {
   series(queue: string | undefined, range: StatsRange): Promise<StatsPoint[]>;
   /** An explorer page for the live script's refreshes, cached for every viewer. */
   search(filter: JobsFilter, before: string): Promise<ListedJob[]>;
+  /** The explorer's state tabs for a queue and kind ("": any); `shared`: a result under a second old will do. */
+  stateCounts(queue: string, kind: string, shared: boolean): Promise<StateCounts>;
   workersInFlight(): Promise<LiveWorker[]>;
   /** Answers with the dashboard's security headers. */
   send(res: http.ServerResponse, status: number, body: SafeHtml | string, headers?: http.OutgoingHttpHeaders): void;
