@@ -42,13 +42,11 @@ function bind(text: string, values: Record<number, string>): string {
 /** The pgbench script: claim a batch (ids and leases into variables), then complete exactly those. */
 export function floorScript(skipq: Skipq): string {
   const claim = skipq.store.sql.jobs.jobClaimBatch.text;
-  // The claim is `WITH picked AS MATERIALIZED (...), claimed AS (UPDATE ... RETURNING ...) SELECT * FROM claimed
-  // ORDER BY ...`; its final SELECT becomes one row (the aggregated ids and leases) for \gset.
-  const tail = claim.search(/SELECT \* FROM claimed ORDER BY[^)]*$/);
-  if (tail < 0)
-    throw new Error("floor: the claim statement no longer ends in SELECT * FROM claimed; update bench/floor.ts");
-  const claimed = `${claim.slice(0, tail)}
-SELECT '{' || string_agg(id::text, ',') || '}' AS ids, '{' || string_agg(lease::text, ',') || '}' AS leases FROM claimed`;
+  // The claim is one statement (a call of skipq_claim_next); its rows become one row (the aggregated ids and
+  // leases) for \gset.
+  if (/;\s*\S/.test(claim)) throw new Error("floor: the claim is no longer one statement; update bench/floor.ts");
+  const claimed = `SELECT '{' || string_agg(c.id::text, ',') || '}' AS ids, '{' || string_agg(c.lease::text, ',') || '}' AS leases
+FROM (${claim}) c`;
   const claimSql = bind(claimed, { 1: "'{default}'", 2: ":batch", 3: "'pgbench'", 4: "30000" });
   const completeSql = bind(skipq.store.sql.jobs.jobCompleteMany.text, { 1: ":ids", 2: ":leases" });
   const oneLine = (sql: string) =>

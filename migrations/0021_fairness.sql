@@ -375,7 +375,10 @@ BEGIN
   END IF;
 
   -- Claimed in the order the walk took them; rate-limited queues log their starts (trimmed here as in flow.ts).
-  started := ts;
+  -- locked_at is now, not when the walk began: a long walk must not backdate its jobs' start to before
+  -- outcomes it counted as running (the bench's history-based concurrency figure read that as overlap),
+  -- and a rate window that starts later is only stricter.
+  started := clock_timestamp();
   RETURN QUERY
   WITH claimed AS (
     UPDATE jobs AS j
