@@ -113,15 +113,17 @@ export function opsStatements(names: Schema) {
                         FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`,
       /**
        * Pending jobs in an active queue whose (queue, kind) no live worker has a
-       * handler for: runnable for at least $1 ms, or already tried (a worker on
-       * the queue without the handler fails them with "unknown kind", which
-       * pushes run_at into the future). Reads the pending partial index only;
-       * paused queues are excluded (not claiming is the point).
+       * handler for: runnable for at least $1 ms, or already met by a worker (one
+       * on the queue without the handler hands them back for 30 s with the reason
+       * as their last error and their attempt undone, which pushes run_at into the
+       * future). Reads the pending partial index only; paused queues are excluded
+       * (not claiming is the point).
        */
       unhandledKinds: `SELECT j.queue, j.kind, count(*)::int AS pending, EXTRACT(EPOCH FROM now() - min(j.created_at)) AS oldest_s
                        FROM ${jobs} j
                       WHERE j.status = 'pending'
-                        AND (j.run_at <= now() - $1::float8 * interval '1 millisecond' OR j.attempts > 0)
+                        AND (j.run_at <= now() - $1::float8 * interval '1 millisecond' OR j.attempts > 0
+                             OR j.last_error IS NOT NULL)
                         AND j.queue <> ALL (ARRAY(SELECT name FROM ${schema}.queues WHERE paused_at IS NOT NULL))
                       GROUP BY j.queue, j.kind
                      HAVING NOT EXISTS (SELECT 1 FROM ${workers} w

@@ -228,12 +228,16 @@ export function sharedStateCounts(
     const hit = cache.get(key);
     if (shared && hit && Date.now() - hit.at < 1000) return hit.counts;
     if (cache.size > 1000) cache.clear();
-    const counts = store
-      .query(store.sql.dashboard.jobStateCounts, [
-        queue ? assertName("queue", queue) : null,
-        kind ? assertName("kind", kind) : null,
-        STATE_COUNT_CAP + 1,
-      ])
+    // A bad name rejects the promise, never throws: the page awaits these counts beside the job search, and a
+    // synchronous throw here would leave the search's own rejection unhandled.
+    const counts = Promise.resolve()
+      .then(() =>
+        store.query(store.sql.dashboard.jobStateCounts, [
+          queue ? assertName("queue", queue) : null,
+          kind ? assertName("kind", kind) : null,
+          STATE_COUNT_CAP + 1,
+        ]),
+      )
       .then(({ rows }) => ({ counts: rows[0] as StateCounts["counts"], cap: STATE_COUNT_CAP }));
     cache.set(key, { at: Date.now(), counts });
     counts.catch(() => cache.delete(key));
