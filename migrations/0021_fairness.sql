@@ -285,12 +285,12 @@ BEGIN
             FROM ((SELECT * FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key
                   FROM jobs j WHERE j.queue = q AND j.status = 'pending' AND j.priority > f_pri AND j.run_at <= now()
                   ORDER BY j.priority DESC, j.run_at, j.id LIMIT 256) r)
-                  UNION ALL
-                  (SELECT * FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key
+                UNION ALL
+                (SELECT * FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key
                   FROM jobs j WHERE j.queue = q AND j.status = 'pending' AND j.priority = f_pri AND (j.run_at, j.id) > (f_run, f_id) AND j.run_at <= now()
                   ORDER BY j.run_at, j.id LIMIT 256) r)
-                  UNION ALL
-                  (SELECT * FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key
+                UNION ALL
+                (SELECT * FROM (SELECT j.id, j.priority, j.run_at, j.concurrency_key
                   FROM jobs j WHERE j.queue = q AND j.status = 'pending' AND j.priority < f_pri AND j.run_at <= now()
                   ORDER BY j.priority DESC, j.run_at, j.id LIMIT 256) r)
                   LIMIT 256) w;

@@ -64,6 +64,14 @@ $fn$;`;
 
 /** `CREATE OR REPLACE FUNCTION skipq_claim_fair(…)`, for a migration run with the schema on its search_path. */
 export function fairFunctionSql(): string {
+  // A walk from a floor (f_pri, f_run, f_id) in claim order: the levels above the floor's, the floor's level
+  // after it, the levels below — three ordered index ranges, each built by `range(bound, order)`.
+  const fromFloor = (range: (bound: string, order: string) => string) =>
+    `(${range("j.priority > f_pri", "j.priority DESC, j.run_at, j.id")})
+                UNION ALL
+                (${range("j.priority = f_pri AND (j.run_at, j.id) > (f_run, f_id)", "j.run_at, j.id")})
+                UNION ALL
+                (${range("j.priority < f_pri", "j.priority DESC, j.run_at, j.id")})`;
   // One key's jobs from its floor: levels above the floor's, the floor's level after it, the levels below.
   // Three ordered index ranges of jobs_pending_key; the Append stops at `take` rows.
   // `id <> ALL (c_id)`: SKIP LOCKED does not skip the rows this call locked itself (a key met twice in a walk).
@@ -75,11 +83,7 @@ export function fairFunctionSql(): string {
                   ORDER BY ${order} LIMIT take FOR UPDATE SKIP LOCKED) r`;
     return `SELECT array_agg(a.id), array_agg(a.priority), array_agg(a.run_at)
           INTO got_id, got_pri, got_run
-          FROM ((${range("j.priority > f_pri", "j.priority DESC, j.run_at, j.id")})
-                UNION ALL
-                (${range("j.priority = f_pri AND (j.run_at, j.id) > (f_run, f_id)", "j.run_at, j.id")})
-                UNION ALL
-                (${range("j.priority < f_pri", "j.priority DESC, j.run_at, j.id")})
+          FROM (${fromFloor(range)}
                 LIMIT take) a;`;
   };
   const top = (key: string) =>
@@ -98,11 +102,7 @@ export function fairFunctionSql(): string {
                  count(*)::integer, (array_agg(w.priority ORDER BY ${backwards}))[1],
                  (array_agg(w.run_at ORDER BY ${backwards}))[1], (array_agg(w.id ORDER BY ${backwards}))[1]
             INTO cand, walked, w_pri, w_run, w_id
-            FROM ((${walkRange("j.priority > f_pri", "j.priority DESC, j.run_at, j.id")})
-                  UNION ALL
-                  (${walkRange("j.priority = f_pri AND (j.run_at, j.id) > (f_run, f_id)", "j.run_at, j.id")})
-                  UNION ALL
-                  (${walkRange("j.priority < f_pri", "j.priority DESC, j.run_at, j.id")})
+            FROM (${fromFloor(walkRange)}
                   LIMIT ${FAIR_KEYLESS_WALK}) w;
           IF cand IS NOT NULL THEN
             SELECT array_agg(a.id ORDER BY a.priority DESC, a.run_at, a.id),

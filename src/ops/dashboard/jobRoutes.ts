@@ -200,19 +200,29 @@ export async function jobActions(rt: DashboardRuntime, r: ActionRequest): Promis
 }
 
 /** Explorer pages for the live script's refreshes, shared by every viewer of the same filter for 1 s. */
-export function sharedSearch(admin: Admin): (filter: JobsFilter, before: string) => Promise<ListedJob[]> {
-  const searchCache = new Map<string, { at: number; jobs: Promise<ListedJob[]> }>();
-  const search = (filter: JobsFilter, before: string): Promise<ListedJob[]> => {
-    const key = JSON.stringify([filter, before]);
-    const hit = searchCache.get(key);
-    if (hit && Date.now() - hit.at < 1000) return hit.jobs;
-    if (searchCache.size > 1000) searchCache.clear();
-    const jobs = admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE });
-    searchCache.set(key, { at: Date.now(), jobs });
-    jobs.catch(() => searchCache.delete(key));
-    return jobs;
+/**
+ * Results of `load` shared per key for a second: the live script's refreshes of every viewer of one filter
+ * cost one statement a second. `fresh` (a person's navigation) loads anew, and its result is shared too.
+ */
+function sharedForASecond<T>(): (key: string, load: () => Promise<T>, fresh?: boolean) => Promise<T> {
+  const cache = new Map<string, { at: number; value: Promise<T> }>();
+  return (key, load, fresh = false) => {
+    const hit = cache.get(key);
+    if (!fresh && hit && Date.now() - hit.at < 1000) return hit.value;
+    if (cache.size > 1000) cache.clear();
+    const value = load();
+    cache.set(key, { at: Date.now(), value });
+    value.catch(() => cache.delete(key));
+    return value;
   };
-  return search;
+}
+
+export function sharedSearch(admin: Admin): (filter: JobsFilter, before: string) => Promise<ListedJob[]> {
+  const shared = sharedForASecond<ListedJob[]>();
+  return (filter, before) =>
+    shared(JSON.stringify([filter, before]), () =>
+      admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE }),
+    );
 }
 
 /**
@@ -222,25 +232,22 @@ export function sharedSearch(admin: Admin): (filter: JobsFilter, before: string)
 export function sharedStateCounts(
   store: Store,
 ): (queue: string, kind: string, shared: boolean) => Promise<StateCounts> {
-  const cache = new Map<string, { at: number; counts: Promise<StateCounts> }>();
-  return (queue, kind, shared) => {
-    const key = JSON.stringify([queue, kind]);
-    const hit = cache.get(key);
-    if (shared && hit && Date.now() - hit.at < 1000) return hit.counts;
-    if (cache.size > 1000) cache.clear();
-    // A bad name rejects the promise, never throws: the page awaits these counts beside the job search, and a
-    // synchronous throw here would leave the search's own rejection unhandled.
-    const counts = Promise.resolve()
-      .then(() =>
-        store.query(store.sql.dashboard.jobStateCounts, [
-          queue ? assertName("queue", queue) : null,
-          kind ? assertName("kind", kind) : null,
-          STATE_COUNT_CAP + 1,
-        ]),
-      )
-      .then(({ rows }) => ({ counts: rows[0] as StateCounts["counts"], cap: STATE_COUNT_CAP }));
-    cache.set(key, { at: Date.now(), counts });
-    counts.catch(() => cache.delete(key));
-    return counts;
-  };
+  const cached = sharedForASecond<StateCounts>();
+  return (queue, kind, shared) =>
+    cached(
+      JSON.stringify([queue, kind]),
+      // A bad name rejects the promise, never throws: the page awaits these counts beside the job search, and a
+      // synchronous throw here would leave the search's own rejection unhandled.
+      () =>
+        Promise.resolve()
+          .then(() =>
+            store.query(store.sql.dashboard.jobStateCounts, [
+              queue ? assertName("queue", queue) : null,
+              kind ? assertName("kind", kind) : null,
+              STATE_COUNT_CAP + 1,
+            ]),
+          )
+          .then(({ rows }) => ({ counts: rows[0] as StateCounts["counts"], cap: STATE_COUNT_CAP })),
+      !shared,
+    );
 }
