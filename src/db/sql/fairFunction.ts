@@ -23,6 +23,15 @@
  * paused queue or key; one call, one transaction; a key is read from its floor
  * (the last job claimed there), so a held snapshot's dead entries are not
  * rescanned, and swept from its start every SWEEP_MS.
+ *
+ * Plans: every statement is planned once per session and its generic plan
+ * kept (`plan_cache_mode = force_generic_plan`, for this function only). Under
+ * the default, `auto`, most of them were planned afresh at every call (a
+ * `LIMIT take` the generic plan cannot see makes it look dearer), and planning
+ * was most of a small claim's time. Each statement reads one queue, and one key
+ * or one claim-order range of it, through an index that leads with the queue,
+ * so the generic plan is the custom one; test/flow/fairness-plans.test.ts
+ * checks the plans against a skewed queue and another queue's backlog.
  */
 import { CLAIM_COLUMNS } from "./claimFunction.js";
 import { CLAIM_LOCK_CLASS } from "./flow.js";
@@ -118,7 +127,7 @@ export function fairFunctionSql(): string {
   queues text[], n integer, worker text, lease_ms double precision, sweep boolean DEFAULT false,
   margin_ms double precision DEFAULT ${FLOOR_MARGIN_MS})
 RETURNS TABLE (${CLAIM_COLUMNS})
-LANGUAGE plpgsql VOLATILE SET jit = off SET search_path FROM CURRENT AS $fn$
+LANGUAGE plpgsql VOLATILE SET jit = off SET plan_cache_mode = force_generic_plan SET search_path FROM CURRENT AS $fn$
 DECLARE
   q text;
   cfg record;
