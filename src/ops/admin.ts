@@ -292,7 +292,7 @@ export class Admin {
 
   /** Health warnings: xmin horizon holders, dead tuples on the jobs table, pending kinds no live worker handles. */
   health(options?: HealthOptions): Promise<HealthReport> {
-    return checkHealth(this.writes.store, options);
+    return checkHealth(this.writes.ops, options);
   }
 
   // ── Flow control: limits and key pauses (docs/flow-control.md) ──────────────
