@@ -220,13 +220,13 @@ export class AdminStore {
 
   /** Dead or cancelled jobs of `filter` back to pending; returns how many. */
   async jobBulkRetry(p: { filter: JobFilterParams }): Promise<number> {
-    return (await this.store.query(this.sql.jobBulkRetry, filterValues(p.filter))).rowCount ?? 0;
+    return (await this.store.query<unknown>(this.sql.jobBulkRetry, filterValues(p.filter))).rowCount ?? 0;
   }
 
   /** Cancels the waiting, pending and running jobs of `filter` (running ones' workers told on the schema's channel). */
   async jobBulkCancel(p: { filter: JobFilterParams }): Promise<number> {
     const values = [...filterValues(p.filter), this.store.schema.channel];
-    return (await this.store.query(this.sql.jobBulkCancel, values)).rowCount ?? 0;
+    return (await this.store.query<unknown>(this.sql.jobBulkCancel, values)).rowCount ?? 0;
   }
 
   /**
@@ -241,7 +241,7 @@ export class AdminStore {
 
   /** After jobBulkDelete, in its transaction `db`: settles what the deleted live jobs `jobIds` leave open. */
   async jobDeletedParentsResolve(p: { jobIds: string[] }, db?: Queryable): Promise<void> {
-    await this.store.query(this.sql.jobDeletedParentsResolve, [p.jobIds], db);
+    await this.store.query<unknown>(this.sql.jobDeletedParentsResolve, [p.jobIds], db);
   }
 
   /** Scheduled pending jobs of `filter` run now (their workers woken); returns how many. */
@@ -254,7 +254,7 @@ export class AdminStore {
   /** Pending jobs of `filter` get `priority`; returns how many. */
   async jobBulkPriority(p: { filter: JobFilterParams; priority: number }): Promise<number> {
     const values = [...filterValues(p.filter), p.priority];
-    return (await this.store.query(this.sql.jobBulkPriority, values)).rowCount ?? 0;
+    return (await this.store.query<unknown>(this.sql.jobBulkPriority, values)).rowCount ?? 0;
   }
 
   /** Counts by status per queue, history included (a scan of everything kept). */
@@ -264,17 +264,17 @@ export class AdminStore {
 
   /** A dead or cancelled job back to pending; false when it is in no such state (or does not exist). */
   async jobRetry(p: { jobId: string }): Promise<boolean> {
-    return (await this.store.query(this.sql.jobRetry, [p.jobId])).rowCount !== 0;
+    return (await this.store.query<unknown>(this.sql.jobRetry, [p.jobId])).rowCount !== 0;
   }
 
   /** Every dead job (of `queue`, when not null) back to pending; returns how many. */
   async jobRetryDead(p: { queue: string | null }): Promise<number> {
-    return (await this.store.query(this.sql.jobRetryDead, [p.queue])).rowCount ?? 0;
+    return (await this.store.query<unknown>(this.sql.jobRetryDead, [p.queue])).rowCount ?? 0;
   }
 
   /** Every dead job with `fingerprint` (of `queue`, when not null) back to pending; returns how many. */
   async jobRetryDeadFingerprint(p: { fingerprint: string; queue: string | null }): Promise<number> {
-    return (await this.store.query(this.sql.jobRetryDeadFingerprint, [p.fingerprint, p.queue])).rowCount ?? 0;
+    return (await this.store.query<unknown>(this.sql.jobRetryDeadFingerprint, [p.fingerprint, p.queue])).rowCount ?? 0;
   }
 
   /**
@@ -282,15 +282,15 @@ export class AdminStore {
    * when it is in no such state (or does not exist).
    */
   async jobCancel(p: { jobId: string }): Promise<boolean> {
-    return (await this.store.query(this.sql.jobCancel, [p.jobId, this.store.schema.channel])).rowCount !== 0;
+    return (await this.store.query<unknown>(this.sql.jobCancel, [p.jobId, this.store.schema.channel])).rowCount !== 0;
   }
 
   async queuePause(p: { queue: string }): Promise<void> {
-    await this.store.query(this.sql.queuePause, [p.queue]);
+    await this.store.query<unknown>(this.sql.queuePause, [p.queue]);
   }
 
   async queueResume(p: { queue: string }): Promise<void> {
-    await this.store.query(this.sql.queueResume, [p.queue]);
+    await this.store.query<unknown>(this.sql.queueResume, [p.queue]);
   }
 
   /** Queues with settings, by name. */

@@ -62,6 +62,6 @@ export class CronStore {
   }
 
   private async update(statement: Statement, name: string): Promise<boolean> {
-    return ((await this.store.query(statement, [name])).rowCount ?? 0) > 0;
+    return ((await this.store.query<unknown>(statement, [name])).rowCount ?? 0) > 0;
   }
 }

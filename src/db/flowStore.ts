@@ -44,7 +44,7 @@ export class FlowStore {
     ratePerKey: boolean;
     fairness: { weights: Record<string, number> } | null;
   }): Promise<void> {
-    await this.store.query(this.sql.queueSetLimits, [
+    await this.store.query<unknown>(this.sql.queueSetLimits, [
       p.queue,
       p.concurrency,
       p.keyConcurrency,
@@ -63,7 +63,7 @@ export class FlowStore {
 
   /** Ends the pause of `key` of `queue` now (null: the queue-wide timed pause); false when it was not paused. */
   async queueKeyResume(p: { queue: string; key: string | null }): Promise<boolean> {
-    return ((await this.store.query(this.sql.queueKeyResume, [p.queue, p.key ?? ""])).rowCount ?? 0) > 0;
+    return ((await this.store.query<unknown>(this.sql.queueKeyResume, [p.queue, p.key ?? ""])).rowCount ?? 0) > 0;
   }
 
   /** Keys paused now, of `queue` (null: of every queue). */

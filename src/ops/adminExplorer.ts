@@ -78,11 +78,11 @@ function filterParams(f: JobFilter): JobFilterParams {
 
 /** Jobs matching `filter`, newest first, a page at a time; see `Admin.searchJobs`. */
 export async function searchJobs(
-  store: AdminStore,
+  admin: AdminStore,
   filter: JobFilter,
   page: { before?: string; limit?: number },
 ): Promise<ListedJob[]> {
-  return store.jobSearch({
+  return admin.jobSearch({
     filter: filterParams(filter),
     before: page.before === undefined ? null : assertId(page.before),
     limit: assertInt("limit", page.limit ?? 50, 1, 500),
@@ -90,8 +90,8 @@ export async function searchJobs(
 }
 
 /** How many jobs `filter` matches and how many each bulk action would touch; see `Admin.bulkCounts`. */
-export async function bulkCounts(store: AdminStore, filter: JobFilter): Promise<BulkCounts> {
-  const r = await store.jobBulkCount({ filter: filterParams(filter) });
+export async function bulkCounts(admin: AdminStore, filter: JobFilter): Promise<BulkCounts> {
+  const r = await admin.jobBulkCount({ filter: filterParams(filter) });
   const cap = (n: number) => Math.min(n, BULK_MAX);
   return {
     matched: r.matched,
@@ -108,7 +108,7 @@ export async function bulkCounts(store: AdminStore, filter: JobFilter): Promise<
 
 /** Applies a bulk action to the jobs of `filter`; see `Admin.bulk`. */
 export async function bulk(
-  store: AdminStore,
+  admin: AdminStore,
   action: BulkAction,
   filter: JobFilter,
   options: { priority?: number },
@@ -116,16 +116,16 @@ export async function bulk(
   const params = filterParams(filter);
   switch (action) {
     case "retry":
-      return store.jobBulkRetry({ filter: params });
+      return admin.jobBulkRetry({ filter: params });
     case "cancel":
-      return store.jobBulkCancel({ filter: params });
+      return admin.jobBulkCancel({ filter: params });
     case "delete":
-      return bulkDelete(store, params);
+      return bulkDelete(admin, params);
     case "run-now":
-      return store.jobBulkRunNow({ filter: params });
+      return admin.jobBulkRunNow({ filter: params });
     case "priority": {
       const priority = assertInt("priority", options.priority, -32768, 32767);
-      return store.jobBulkPriority({ filter: params, priority });
+      return admin.jobBulkPriority({ filter: params, priority });
     }
     default:
       throw new ValidationError(`action must be one of ${BULK_ACTIONS.join(", ")}`);
@@ -137,11 +137,11 @@ export async function bulk(
  * what a deleted parent leaves open is settled — children under "wait" are cancelled, since nothing can
  * retry a deleted job (docs/workflows.md, "Deleting jobs").
  */
-async function bulkDelete(store: AdminStore, filter: JobFilterParams): Promise<number> {
-  return store.store.transaction(async (tx) => {
-    const rows = await store.jobBulkDelete({ filter }, tx);
+async function bulkDelete(admin: AdminStore, filter: JobFilterParams): Promise<number> {
+  return admin.store.transaction(async (tx) => {
+    const rows = await admin.jobBulkDelete({ filter }, tx);
     const live = rows.filter((r) => r.live).map((r) => r.id);
-    if (live.length > 0) await store.jobDeletedParentsResolve({ jobIds: live }, tx);
+    if (live.length > 0) await admin.jobDeletedParentsResolve({ jobIds: live }, tx);
     return rows.length;
   });
 }
