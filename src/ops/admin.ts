@@ -1,21 +1,23 @@
 /**
  * `Admin`: inspect and act on jobs — for the CLI, the dashboard and scripts.
- * Arguments are validated here; statements live in sql/admin.ts. The jobs
- * explorer and bulk actions are in adminExplorer.ts, queue statistics in
- * adminStats.ts; the methods here delegate to them.
+ * Arguments are validated here; statements run through the typed stores of
+ * db/ (areaStores.ts), one set over the write store and one over the read
+ * store. The jobs explorer and bulk actions are in adminExplorer.ts, queue
+ * statistics in adminStats.ts, queue settings and cron schedules in
+ * adminSettings.ts; the methods here delegate to them.
  */
 
 import { SkipqError, ValidationError } from "../core/errors.js";
 import { pauseTarget } from "../core/pause.js";
-import { assertId, assertInt, assertKey, assertName, type Duration, toMs } from "../core/validate.js";
-import { parseCron } from "../cron/scheduler.js";
+import { assertId, assertInt, assertKey, assertName, type Duration, type NameOf, toMs } from "../core/validate.js";
+import { AreaStores } from "../db/areaStores.js";
 import { JobStore } from "../db/jobStore.js";
-import type { Statement } from "../db/statements.js";
-import type { Store } from "../db/store.js";
+import type { FlowEdgeRow } from "../db/workflowStore.js";
 import { prune } from "../maintenance/pruner.js";
 import type { Skipq } from "../skipq.js";
 import { bulk, bulkCounts, likePattern, searchJobs } from "./adminExplorer.js";
-import { queueOverview, queueSeries, throughput } from "./adminStats.js";
+import { cronSchedules, queueSettings } from "./adminSettings.js";
+import { queueOverview, queueSeries, queueStats, throughput } from "./adminStats.js";
 import {
   type BulkAction,
   type BulkCounts,
@@ -68,19 +70,26 @@ function assertWeights(fairness: unknown): Record<string, number> {
   return out;
 }
 
+/** An optional name, validated; null when not given (the statements' "not filtered on"). */
+function optionalName(what: NameOf, name: string | undefined): string | null {
+  return name === undefined ? null : assertName(what, name);
+}
+
 /**
  * Inspect and act. Writes go to the client's pool; reads (listings, job pages, statistics, settings) go to its
  * read pool when it has one (`readConnectionString`: a standby), else to the same pool. The health checks stay
  * on the primary: they inspect its sessions and tables.
  */
 export class Admin {
-  private readonly store: Store;
-  /** Where reads go: the client's read store (a standby), or `store`. */
-  private readonly reads: Store;
+  /** Where writes go: the client's store (the primary). */
+  private readonly writes: AreaStores;
+  /** Where reads go: the client's read store (a standby), or `writes`. */
+  private readonly reads: AreaStores;
   private readonly jobs: JobStore;
   constructor(client: Pick<Skipq, "store"> & Partial<Pick<Skipq, "readStore">>) {
-    this.store = client.store;
-    this.reads = client.readStore ?? client.store;
+    this.writes = new AreaStores(client.store);
+    const reads = client.readStore;
+    this.reads = reads === undefined || reads === client.store ? this.writes : new AreaStores(reads);
     this.jobs = new JobStore(client.store);
   }
 
@@ -89,17 +98,9 @@ export class Admin {
    * `readConnectionString`). A read server that is not a standby (prefer-standby found none) reports 0 lag.
    */
   async replica(): Promise<ReplicaStatus | undefined> {
-    if (this.reads === this.store) return undefined;
-    const sql = this.store.sql.replicas;
-    const { rows: primary } = await this.store.query<{ lsn: string }>(sql.primaryWalLsn);
-    const { rows } = await this.reads.query<{
-      standby: boolean;
-      host: string | null;
-      port: number | null;
-      lag_bytes: number | null;
-      lag_ms: number | null;
-    }>(sql.replicaState, [primary[0]?.lsn]);
-    const r = rows[0];
+    if (this.reads === this.writes) return undefined;
+    const primaryLsn = await this.writes.replicas.primaryWalLsn();
+    const r = await this.reads.replicas.replicaState({ primaryLsn });
     if (!r) return undefined;
     return {
       server: r.host === null ? "a local socket" : `${r.host.includes(":") ? `[${r.host}]` : r.host}:${r.port}`,
@@ -109,34 +110,15 @@ export class Admin {
     };
   }
 
-  private get sql() {
-    return this.store.sql.admin;
-  }
-
-  private get ops() {
-    return this.store.sql.ops;
-  }
-
-  private get flow() {
-    return this.store.sql.flow;
-  }
-
-  private get cron() {
-    return this.store.sql.cron;
-  }
-
   /** One job, live or finished, with its workflow parents (`dependsOn`) and those still holding it (`waitingOn`). */
   async getJob(id: string | number): Promise<JobRow | undefined> {
     return this.jobOn(this.reads, assertId(id));
   }
 
-  private async jobOn(store: Store, jobId: string): Promise<JobRow | undefined> {
-    const { rows } = await store.query<JobRow>(this.sql.jobGet, [jobId]);
-    const job = rows[0];
+  private async jobOn(server: AreaStores, jobId: string): Promise<JobRow | undefined> {
+    const job = await server.admin.jobGet({ jobId });
     if (!job) return undefined;
-    const { rows: parents } = await store.query<{ id: string; counted: boolean }>(store.sql.workflows.jobDependsOn, [
-      jobId,
-    ]);
+    const parents = await server.workflows.jobDependsOn({ jobId });
     job.dependsOn = parents.map((p) => p.id);
     job.waitingOn = parents.filter((p) => !p.counted).map((p) => p.id);
     return job;
@@ -148,14 +130,10 @@ export class Admin {
    */
   async jobFlow(id: string | number, limit = 1000): Promise<JobFlow | undefined> {
     const jobId = assertId(id);
-    const { rows } = await this.reads.query<JobRow>(this.sql.jobGet, [jobId]);
-    const job = rows[0];
+    const job = await this.reads.admin.jobGet({ jobId });
     if (!job) return undefined;
-    const { rows: edges } = await this.reads.query<FlowNode & { side: string }>(this.store.sql.workflows.jobFlow, [
-      jobId,
-      assertInt("limit", limit, 1, 100_000),
-    ]);
-    const node = ({ side: _, ...n }: FlowNode & { side: string }): FlowNode => n;
+    const edges = await this.reads.workflows.jobFlow({ jobId, limit: assertInt("limit", limit, 1, 100_000) });
+    const node = ({ side: _, ...n }: FlowEdgeRow): FlowNode => n;
     return {
       job: { id: job.id, kind: job.kind, status: job.status, result: job.result ?? null },
       parents: edges.filter((e) => e.side === "parent").map(node),
@@ -167,15 +145,14 @@ export class Admin {
     if (options.status !== undefined && !JOB_STATUSES.includes(options.status)) {
       throw new ValidationError(`status ${JSON.stringify(options.status)} is not one of ${JOB_STATUSES.join(", ")}`);
     }
-    const { rows } = await this.reads.query(this.sql.jobList, [
-      options.status ?? null,
-      options.queue === undefined ? null : assertName("queue", options.queue),
-      options.kind === undefined ? null : assertName("kind", options.kind),
-      options.before === undefined ? null : assertId(options.before),
-      assertInt("limit", options.limit ?? 50, 1, 1000),
-      options.search === undefined || options.search === "" ? null : likePattern(options.search),
-    ]);
-    return rows;
+    return this.reads.admin.jobList({
+      status: options.status ?? null,
+      queue: optionalName("queue", options.queue),
+      kind: optionalName("kind", options.kind),
+      before: options.before === undefined ? null : assertId(options.before),
+      limit: assertInt("limit", options.limit ?? 50, 1, 1000),
+      errorLike: options.search === undefined || options.search === "" ? null : likePattern(options.search),
+    });
   }
 
   /**
@@ -183,12 +160,12 @@ export class Admin {
    * `before` (an id) pages on by keyset, so page 1,000 costs what page 1 does.
    */
   async searchJobs(filter: JobFilter, page: { before?: string; limit?: number } = {}): Promise<ListedJob[]> {
-    return searchJobs(this.reads, filter, page);
+    return searchJobs(this.reads.admin, filter, page);
   }
 
   /** How many jobs `filter` matches, and how many of them each bulk action would touch (shown before confirming). */
   async bulkCounts(filter: JobFilter): Promise<BulkCounts> {
-    return bulkCounts(this.reads, filter);
+    return bulkCounts(this.reads.admin, filter);
   }
 
   /**
@@ -199,37 +176,24 @@ export class Admin {
    * settle their waiters. Returns how many jobs it changed.
    */
   async bulk(action: BulkAction, filter: JobFilter, options: { priority?: number } = {}): Promise<number> {
-    return bulk(this.store, action, filter, options);
+    return bulk(this.writes.admin, action, filter, options);
   }
 
+  /** Counts by status per queue, history included: a scan of everything kept (`overview` is the cheap live view). */
   async stats(): Promise<QueueStats[]> {
-    const { rows } = await this.reads.query(this.sql.queueStats);
-    return rows.map((r) => ({
-      queue: r.queue,
-      pending: Number(r.pending),
-      scheduled: Number(r.scheduled),
-      waiting: Number(r.waiting),
-      running: Number(r.running),
-      completed: Number(r.completed),
-      dead: Number(r.dead),
-      cancelled: Number(r.cancelled),
-      oldestPendingSeconds: r.oldest_pending_s === null ? null : Number(r.oldest_pending_s),
-    }));
+    return queueStats(this.reads.admin);
   }
 
   /** Puts a dead or cancelled job back to pending with fresh attempts. Throws when the job is not dead or cancelled. */
   async retryJob(id: string | number): Promise<void> {
     const jobId = assertId(id);
-    const { rowCount } = await this.store.query(this.sql.jobRetry, [jobId]);
-    if (rowCount === 0) throw await this.notActionable(jobId, "retried", "dead or cancelled");
+    if (!(await this.writes.admin.jobRetry({ jobId })))
+      throw await this.notActionable(jobId, "retried", "dead or cancelled");
   }
 
   /** Retries every dead job (of one queue, if given). Returns how many. */
   async retryDead(queue?: string): Promise<number> {
-    const { rowCount } = await this.store.query(this.sql.jobRetryDead, [
-      queue === undefined ? null : assertName("queue", queue),
-    ]);
-    return rowCount ?? 0;
+    return this.writes.admin.jobRetryDead({ queue: optionalName("queue", queue) });
   }
 
   /**
@@ -239,8 +203,8 @@ export class Admin {
    */
   async cancelJob(id: string | number): Promise<void> {
     const jobId = assertId(id);
-    const { rowCount } = await this.store.query(this.sql.jobCancel, [jobId, this.store.schema.channel]);
-    if (rowCount === 0) throw await this.notActionable(jobId, "cancelled", "waiting, pending or running");
+    if (!(await this.writes.admin.jobCancel({ jobId })))
+      throw await this.notActionable(jobId, "cancelled", "waiting, pending or running");
   }
 
   /**
@@ -257,42 +221,43 @@ export class Admin {
         throw new ValidationError(`prune removes only completed, dead or cancelled jobs, not ${s}`);
       finished.push(s);
     }
-    return prune(this.store, finished, ms);
+    return prune(this.writes.store, finished, ms);
   }
 
   /** Stops claims from a queue (running jobs finish). Takes effect at every worker's next claim. */
   async pauseQueue(queue: string): Promise<void> {
-    await this.store.query(this.sql.queuePause, [assertName("queue", queue)]);
+    await this.writes.admin.queuePause({ queue: assertName("queue", queue) });
   }
 
   async resumeQueue(queue: string): Promise<void> {
-    await this.store.query(this.sql.queueResume, [assertName("queue", queue)]);
+    await this.writes.admin.queueResume({ queue: assertName("queue", queue) });
   }
 
   /** Queues with settings, and whether each is paused. */
   async listQueueSettings(): Promise<Array<{ name: string; paused: boolean; pausedAt: Date | null }>> {
-    const { rows } = await this.reads.query(this.sql.queueList);
-    return rows.map((r) => ({ name: r.name, paused: r.paused_at !== null, pausedAt: r.paused_at }));
+    return (await this.reads.admin.queueList()).map((r) => ({
+      name: r.name,
+      paused: r.paused_at !== null,
+      pausedAt: r.paused_at,
+    }));
   }
 
   /** Dead jobs grouped by error fingerprint, most frequent first. */
   async deadByFingerprint(options: { queue?: string; limit?: number } = {}): Promise<DeadGroup[]> {
-    const { rows } = await this.reads.query(this.sql.deadByFingerprint, [
-      options.queue === undefined ? null : assertName("queue", options.queue),
-      assertInt("limit", options.limit ?? 50, 1, 1000),
-    ]);
-    return rows;
+    return this.reads.admin.deadByFingerprint({
+      queue: optionalName("queue", options.queue),
+      limit: assertInt("limit", options.limit ?? 50, 1, 1000),
+    });
   }
 
   /** Retries every dead job with this fingerprint (of one queue, if given). Returns how many. */
   async retryDeadByFingerprint(fingerprint: string, queue?: string): Promise<number> {
     if (typeof fingerprint !== "string" || !/^[0-9a-f]{16}$/.test(fingerprint))
       throw new ValidationError(`fingerprint ${JSON.stringify(fingerprint)} is not 16 hex digits`);
-    const { rowCount } = await this.store.query(this.sql.jobRetryDeadFingerprint, [
+    return this.writes.admin.jobRetryDeadFingerprint({
       fingerprint,
-      queue === undefined ? null : assertName("queue", queue),
-    ]);
-    return rowCount ?? 0;
+      queue: optionalName("queue", queue),
+    });
   }
 
   /**
@@ -302,12 +267,12 @@ export class Admin {
    * history, so it stays cheap on a table with millions of finished jobs.
    */
   async overview(): Promise<QueueOverview[]> {
-    return queueOverview(this.reads);
+    return queueOverview(this.reads.ops);
   }
 
   /** Completions per minute over the last hour, oldest minute first (60 numbers). */
   async throughput(queue?: string): Promise<number[]> {
-    return throughput(this.reads, queue);
+    return throughput(this.reads.ops, queue);
   }
 
   /**
@@ -317,18 +282,17 @@ export class Admin {
    * nothing was sampled; `rolledUp` false where the rollup wrote nothing at all: no data).
    */
   async queueSeries(queue: string | undefined, range: StatsRange): Promise<StatsPoint[]> {
-    return queueSeries(this.reads, queue, range);
+    return queueSeries(this.reads.stats, queue, range);
   }
 
   /** Workers that recorded their presence recently (each does every 10 s by default). */
   async workers(): Promise<WorkerPresence[]> {
-    const { rows } = await this.reads.query(this.ops.workersLive);
-    return rows;
+    return this.reads.ops.workersLive();
   }
 
   /** Health warnings: xmin horizon holders, dead tuples on the jobs table, pending kinds no live worker handles. */
   health(options?: HealthOptions): Promise<HealthReport> {
-    return checkHealth(this.store, options);
+    return checkHealth(this.writes.ops, options);
   }
 
   // ── Flow control: limits and key pauses (docs/flow-control.md) ──────────────
@@ -347,36 +311,22 @@ export class Admin {
       limits.keyConcurrency == null ? null : assertInt("keyConcurrency", limits.keyConcurrency, 1, max);
     const rate = limits.rate ?? null;
     const rateLimit = rate === null ? null : assertInt("rate.limit", rate.limit, 1, max);
-    const rateWindow = rate === null ? null : toMs("rate.window", rate.window, { allowZero: false, max: 86_400_000 });
+    const rateWindowMs = rate === null ? null : toMs("rate.window", rate.window, { allowZero: false, max: 86_400_000 });
     const fairness = limits.fairness == null ? null : { weights: assertWeights(limits.fairness) };
-    await this.store.query(this.flow.queueSetLimits, [
-      name,
+    await this.writes.flow.queueSetLimits({
+      queue: name,
       concurrency,
       keyConcurrency,
       rateLimit,
-      rateWindow,
-      rate?.perKey ?? false,
-      this.store.schema.channel,
-      fairness === null ? null : JSON.stringify(fairness),
-    ]);
+      rateWindowMs,
+      ratePerKey: rate?.perKey ?? false,
+      fairness,
+    });
   }
 
   /** Limits and pause state of one queue (or all queues with settings). */
   async getQueueLimits(queue?: string): Promise<QueueSettings[]> {
-    const { rows } = await this.reads.query(this.flow.queueGetLimits, [
-      queue === undefined ? null : assertName("queue", queue),
-    ]);
-    return rows.map((r) => ({
-      queue: r.name,
-      paused: r.paused_at !== null,
-      concurrency: r.concurrency_limit,
-      keyConcurrency: r.key_concurrency_limit,
-      rate:
-        r.rate_limit === null
-          ? null
-          : { limit: r.rate_limit, window: Number(r.rate_window_ms), perKey: r.rate_per_key },
-      fairness: r.fairness === null ? null : { weights: r.fairness.weights ?? {} },
-    }));
+    return queueSettings(this.reads.flow, optionalName("queue", queue));
   }
 
   /**
@@ -394,18 +344,15 @@ export class Admin {
 
   /** Ends a key's pause now (`key` null: the queue-wide timed pause). Returns false when it was not paused. */
   async resumeKey(queue: string, key: string | null): Promise<boolean> {
-    const { rowCount } = await this.store.query(this.flow.queueKeyResume, [
-      assertName("queue", queue),
-      key === null ? "" : assertKey(key, "key"),
-    ]);
-    return (rowCount ?? 0) > 0;
+    return this.writes.flow.queueKeyResume({
+      queue: assertName("queue", queue),
+      key: key === null ? null : assertKey(key, "key"),
+    });
   }
 
   /** Keys paused now (key null: the whole queue). */
   async pausedKeys(queue?: string): Promise<Array<{ queue: string; key: string | null; pausedUntil: Date }>> {
-    const { rows } = await this.reads.query(this.flow.queueKeysPaused, [
-      queue === undefined ? null : assertName("queue", queue),
-    ]);
+    const rows = await this.reads.flow.queueKeysPaused({ queue: optionalName("queue", queue) });
     return rows.map((r) => ({ queue: r.queue, key: r.key === "" ? null : r.key, pausedUntil: r.paused_until }));
   }
 
@@ -413,61 +360,34 @@ export class Admin {
 
   /** Cron schedules declared by any process's Scheduler, with the last tick enqueued and the next one. */
   async cronSchedules(): Promise<CronScheduleRow[]> {
-    const { rows } = await this.reads.query(this.cron.cronList);
-    const { rows: now } = await this.reads.query(this.cron.dbNow);
-    return rows.map((r) => {
-      let next: Date | null = null;
-      try {
-        next = parseCron(r.expression, r.timezone ?? "UTC").nextRun(now[0].now);
-      } catch {
-        next = null; // declared by a version whose expression this one cannot read
-      }
-      return {
-        name: r.name,
-        expression: r.expression,
-        timezone: r.timezone,
-        queue: r.queue,
-        kind: r.kind,
-        lastTick: r.last_tick,
-        lastJobId: r.last_job_id,
-        nextTick: next,
-        pausedAt: r.paused_at,
-        runRequestedAt: r.run_requested_at,
-      };
-    });
+    return cronSchedules(this.reads.cron);
   }
 
   /** Pauses a schedule: no tick is enqueued until it is resumed, and the ticks missed meanwhile are skipped. False when there is no such schedule. */
-  pauseCron(name: string): Promise<boolean> {
-    return this.cronUpdate(this.cron.cronPause, name);
+  async pauseCron(name: string): Promise<boolean> {
+    return this.writes.cron.cronPause({ name: assertName("schedule", name) });
   }
 
-  resumeCron(name: string): Promise<boolean> {
-    return this.cronUpdate(this.cron.cronResume, name);
+  async resumeCron(name: string): Promise<boolean> {
+    return this.writes.cron.cronResume({ name: assertName("schedule", name) });
   }
 
   /**
    * Asks for one run of a schedule now: the next pass of a scheduler that declares it (only the code knows
    * the payload) enqueues it once, paused or not. False when there is no such schedule.
    */
-  runCronNow(name: string): Promise<boolean> {
-    return this.cronUpdate(this.cron.cronRequestRun, name);
-  }
-
-  private async cronUpdate(statement: Statement, name: string): Promise<boolean> {
-    const { rowCount } = await this.store.query(statement, [assertName("schedule", name)]);
-    return (rowCount ?? 0) > 0;
+  async runCronNow(name: string): Promise<boolean> {
+    return this.writes.cron.cronRequestRun({ name: assertName("schedule", name) });
   }
 
   /** Forgets a schedule no longer declared in code (a running Scheduler that declares it re-creates it). */
   async removeCronSchedule(name: string): Promise<boolean> {
-    const { rowCount } = await this.store.query(this.cron.cronRemove, [assertName("schedule", name)]);
-    return (rowCount ?? 0) > 0;
+    return this.writes.cron.cronRemove({ name: assertName("schedule", name) });
   }
 
   private async notActionable(id: string, verb: string, valid: string): Promise<SkipqError> {
     // On the primary, where the write just found the job in another state (a replica may not show it yet).
-    const job = await this.jobOn(this.store, id);
+    const job = await this.jobOn(this.writes, id);
     if (!job) return new SkipqError("SKIPQ_NOT_FOUND", `job ${id} does not exist`);
     return new ValidationError(`job ${id} is ${job.status}; only ${valid} jobs can be ${verb}`);
   }

@@ -8,8 +8,8 @@
  */
 import { ValidationError } from "../core/errors.js";
 import { assertId, assertInt, assertName } from "../core/validate.js";
+import type { AdminStore, JobFilterParams } from "../db/adminStore.js";
 import { BULK_MAX } from "../db/sql/admin.js";
-import type { Store } from "../db/store.js";
 import {
   BULK_ACTIONS,
   type BulkAction,
@@ -29,8 +29,8 @@ export function likePattern(text: unknown): string {
 /** A dotted payload path: keys of letters, digits, "_" and "-", at most 10 deep. */
 const PATH_KEY = /^[A-Za-z0-9_-]{1,100}$/;
 
-/** The explorer's filter as the parameters $1–$9 of its statements, validated. */
-function filterParams(f: JobFilter): unknown[] {
+/** The explorer's filter as the parameters of its statements, validated. */
+function filterParams(f: JobFilter): JobFilterParams {
   if (f.status !== undefined && !JOB_STATUSES.includes(f.status))
     throw new ValidationError(`status ${JSON.stringify(f.status)} is not one of ${JOB_STATUSES.join(", ")}`);
   if (f.ids !== undefined && (!Array.isArray(f.ids) || f.ids.length > 1000))
@@ -63,37 +63,35 @@ function filterParams(f: JobFilter): unknown[] {
   } else if (f.payloadValue !== undefined && f.payloadValue !== "") {
     throw new ValidationError("a payload value needs a payload path (e.g. customer.id)");
   }
-  return [
-    f.status ?? null,
-    f.queue === undefined ? null : assertName("queue", f.queue),
-    f.kind === undefined ? null : assertName("kind", f.kind),
-    f.ids === undefined ? null : f.ids.map((id) => assertId(id)),
-    f.search === undefined || f.search === "" ? null : likePattern(f.search),
-    date("createdFrom", f.createdFrom),
-    date("createdTo", f.createdTo),
-    contains,
-    exists,
-  ];
+  return {
+    status: f.status ?? null,
+    queue: f.queue === undefined ? null : assertName("queue", f.queue),
+    kind: f.kind === undefined ? null : assertName("kind", f.kind),
+    ids: f.ids === undefined ? null : f.ids.map((id) => assertId(id)),
+    errorLike: f.search === undefined || f.search === "" ? null : likePattern(f.search),
+    createdFrom: date("createdFrom", f.createdFrom),
+    createdTo: date("createdTo", f.createdTo),
+    payloadContains: contains,
+    payloadPathExists: exists,
+  };
 }
 
 /** Jobs matching `filter`, newest first, a page at a time; see `Admin.searchJobs`. */
 export async function searchJobs(
-  store: Store,
+  admin: AdminStore,
   filter: JobFilter,
   page: { before?: string; limit?: number },
 ): Promise<ListedJob[]> {
-  const { rows } = await store.query(store.sql.admin.jobSearch, [
-    ...filterParams(filter),
-    page.before === undefined ? null : assertId(page.before),
-    assertInt("limit", page.limit ?? 50, 1, 500),
-  ]);
-  return rows;
+  return admin.jobSearch({
+    filter: filterParams(filter),
+    before: page.before === undefined ? null : assertId(page.before),
+    limit: assertInt("limit", page.limit ?? 50, 1, 500),
+  });
 }
 
 /** How many jobs `filter` matches and how many each bulk action would touch; see `Admin.bulkCounts`. */
-export async function bulkCounts(store: Store, filter: JobFilter): Promise<BulkCounts> {
-  const { rows } = await store.query(store.sql.admin.jobBulkCount, filterParams(filter));
-  const r = rows[0];
+export async function bulkCounts(admin: AdminStore, filter: JobFilter): Promise<BulkCounts> {
+  const r = await admin.jobBulkCount({ filter: filterParams(filter) });
   const cap = (n: number) => Math.min(n, BULK_MAX);
   return {
     matched: r.matched,
@@ -110,25 +108,24 @@ export async function bulkCounts(store: Store, filter: JobFilter): Promise<BulkC
 
 /** Applies a bulk action to the jobs of `filter`; see `Admin.bulk`. */
 export async function bulk(
-  store: Store,
+  admin: AdminStore,
   action: BulkAction,
   filter: JobFilter,
   options: { priority?: number },
 ): Promise<number> {
   const params = filterParams(filter);
-  const channel = store.schema.channel;
   switch (action) {
     case "retry":
-      return (await store.query(store.sql.admin.jobBulkRetry, params)).rowCount ?? 0;
+      return admin.jobBulkRetry({ filter: params });
     case "cancel":
-      return (await store.query(store.sql.admin.jobBulkCancel, [...params, channel])).rowCount ?? 0;
+      return admin.jobBulkCancel({ filter: params });
     case "delete":
-      return bulkDelete(store, params);
+      return bulkDelete(admin, params);
     case "run-now":
-      return (await store.query(store.sql.admin.jobBulkRunNow, [...params, channel])).rows[0].n;
+      return admin.jobBulkRunNow({ filter: params });
     case "priority": {
       const priority = assertInt("priority", options.priority, -32768, 32767);
-      return (await store.query(store.sql.admin.jobBulkPriority, [...params, priority])).rowCount ?? 0;
+      return admin.jobBulkPriority({ filter: params, priority });
     }
     default:
       throw new ValidationError(`action must be one of ${BULK_ACTIONS.join(", ")}`);
@@ -140,15 +137,11 @@ export async function bulk(
  * what a deleted parent leaves open is settled — children under "wait" are cancelled, since nothing can
  * retry a deleted job (docs/workflows.md, "Deleting jobs").
  */
-async function bulkDelete(store: Store, params: unknown[]): Promise<number> {
-  return store.transaction(async (tx) => {
-    const { rows } = await store.query<{ id: string; live: boolean }>(
-      store.sql.admin.jobBulkDelete,
-      [...params, `${store.schema.channel}:done`],
-      tx,
-    );
+async function bulkDelete(admin: AdminStore, filter: JobFilterParams): Promise<number> {
+  return admin.store.transaction(async (tx) => {
+    const rows = await admin.jobBulkDelete({ filter }, tx);
     const live = rows.filter((r) => r.live).map((r) => r.id);
-    if (live.length > 0) await store.query(store.sql.admin.jobDeletedParentsResolve, [live], tx);
+    if (live.length > 0) await admin.jobDeletedParentsResolve({ jobIds: live }, tx);
     return rows.length;
   });
 }

@@ -3,81 +3,15 @@
  * dead-letter groups, live overview, workers, limits and cron schedules.
  */
 import type { Duration } from "../core/validate.js";
+import type { JobStatus } from "../db/adminStore.js";
+import type { FlowNode } from "../db/workflowStore.js";
 
-/** `waiting`: a workflow job whose parents have not all completed (never claimed until they have). */
-export type JobStatus = "waiting" | "pending" | "running" | "completed" | "dead" | "cancelled";
+// The row types are declared beside the statements that read them (db/), and are Admin's as read.
+export type { AttemptLog, DeadGroup, JobRow, JobStatus, ListedJob } from "../db/adminStore.js";
+export type { WorkerPresence } from "../db/opsStore.js";
+export type { FlowNode } from "../db/workflowStore.js";
+
 export const JOB_STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "completed", "dead", "cancelled"];
-
-/**
- * A job as stored. Timestamps are what node-postgres makes of them: a plain-SQL
- * enqueue may store `run_at = 'infinity'` (read as the number Infinity) or a
- * year past +275760 (an Invalid Date); show them with `timestampText`.
- */
-export interface JobRow {
-  id: string;
-  queue: string;
-  kind: string;
-  payload: unknown;
-  idempotency_key: string | null;
-  status: JobStatus;
-  priority: number;
-  attempts: number;
-  max_attempts: number;
-  run_at: Date;
-  locked_at: Date | null;
-  locked_by: string | null;
-  lease: string | null;
-  lease_expires_at: Date | null;
-  last_error: string | null;
-  error_fingerprint: string | null;
-  /** Metadata given at enqueue (e.g. a W3C trace context); null when none. */
-  headers: Record<string, string> | null;
-  completed_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-  /** What the handler returned (docs/jobs.md, "Results"); null when it returned nothing (or null). */
-  result: unknown;
-  /** The last value its handler passed to `ctx.progress()` (a number 0-100 or a small object); null when none. */
-  progress: unknown;
-  /** Its most recent attempts, oldest first (see AttemptLog: every attempt but plain successes); null when none. */
-  attempt_logs: AttemptLog[] | null;
-  /** Workflows: the jobs this one waits for (its dependsOn); empty for a plain job. */
-  dependsOn?: string[];
-  /** Workflows: those of `dependsOn` still holding it back (not completed, or failed under "wait"/"cancel"). */
-  waitingOn?: string[];
-}
-
-/**
- * One attempt: who ran it, when, how it ended, and its `ctx.log` lines (docs/jobs.md, "Attempts"). Every
- * attempt that did not simply succeed has one (failed, snoozed, released, dead, cancelled, or lost when its
- * lease expired), and so has a success whose handler logged; a job keeps its 25 most recent, the 10 most
- * recent with their lines (an older entry's lines are counted in `dropped`).
- */
-export interface AttemptLog {
-  attempt: number;
-  worker: string;
-  /** ISO time on the worker's clock; null when not known (an attempt the reaper found with its lease expired). */
-  startedAt: string | null;
-  /** ISO time: the worker's clock, or the database's for an attempt the reaper took back. */
-  endedAt: string;
-  /** "completed", "failed", "dead", "snoozed", "released", "cancelled" or "lease expired". */
-  outcome: string;
-  /** The attempt's error as stored in last_error (redacted); null when it has none. */
-  error: string | null;
-  lines: Array<{ at: string; level: string; msg: string; [field: string]: unknown }>;
-  /** Lines not kept: written beyond the per-attempt cap, or cut from an entry older than the 10 most recent. */
-  dropped: number;
-  /** An attempt the reaper took back: its last heartbeat (or its claim), the last the queue heard of it. */
-  lastSeenAt?: string;
-}
-
-/** Workflows: a job in the graph around another (`Admin.flow`); kind and status null once pruned. */
-export interface FlowNode {
-  id: string;
-  kind: string | null;
-  status: JobStatus | null;
-  result: unknown;
-}
 
 /** Workflows: a job with its parents and children (`Admin.flow`, `skipq flow`, the dashboard). */
 export interface JobFlow {
@@ -85,24 +19,6 @@ export interface JobFlow {
   parents: FlowNode[];
   children: FlowNode[];
 }
-
-/** A job as lists show it: no payload (only its size), no lease or key details. */
-export type ListedJob = Omit<
-  JobRow,
-  | "payload"
-  | "lease"
-  | "idempotency_key"
-  | "locked_at"
-  | "lease_expires_at"
-  | "completed_at"
-  | "error_fingerprint"
-  | "headers"
-  | "result"
-  | "progress"
-  | "attempt_logs"
-> & {
-  payload_bytes: number;
-};
 
 /** A queue's counts by status, history included (see `Admin.stats`; `overview` is the cheap live view). */
 export interface QueueStats {
@@ -121,16 +37,6 @@ export interface QueueStats {
   oldestPendingSeconds: number | null;
 }
 
-export interface DeadGroup {
-  queue: string;
-  kind: string;
-  fingerprint: string | null;
-  count: number;
-  last_seen: Date;
-  example_id: string;
-  example_error: string | null;
-}
-
 /** A queue's live depth, read through partial indexes (see `Admin.overview`). */
 export interface QueueOverview {
   queue: string;
@@ -146,17 +52,6 @@ export interface QueueOverview {
   /** Seconds the oldest runnable pending job has waited; null when none. */
   oldestPendingSeconds: number | null;
   paused: boolean;
-}
-
-/** A worker that recorded its presence and has not expired. */
-export interface WorkerPresence {
-  id: string;
-  queues: string[];
-  kinds: string[];
-  hostname: string | null;
-  pid: number | null;
-  started_at: Date;
-  last_seen_at: Date;
 }
 
 export interface ListOptions {

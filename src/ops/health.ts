@@ -8,7 +8,7 @@
  * Read-only: it only reads statistics views and the live-row indexes.
  */
 import { type Duration, toMs } from "../core/validate.js";
-import type { Store } from "../db/store.js";
+import type { OpsStore } from "../db/opsStore.js";
 
 export type HealthCheck =
   | "long-transaction"
@@ -86,9 +86,8 @@ const lastClaimCounters = new Map<string, { scans: number; pages: number }>();
 
 const seconds = (v: unknown): number => Math.round(Number(v ?? 0));
 
-export async function checkHealth(store: Store, options: HealthOptions = {}): Promise<HealthReport> {
-  const sql = store.sql.ops;
-  const schema = store.schema.name;
+export async function checkHealth(store: OpsStore, options: HealthOptions = {}): Promise<HealthReport> {
+  const schema = store.store.schema.name;
   const longMs = toMs("longTransaction", options.longTransaction ?? "5m");
   const idleMs = toMs("idleInTransaction", options.idleInTransaction ?? "1m");
   const unhandledMs = toMs("unhandledAfter", options.unhandledAfter ?? "1m");
@@ -97,15 +96,15 @@ export async function checkHealth(store: Store, options: HealthOptions = {}): Pr
   const ratio = options.deadTupleRatio ?? 0.2;
 
   const claimPages = options.claimIndexPages ?? 20;
-  const [holders, others, tuples, unhandled, counters] = await Promise.all([
-    store.query(sql.xminHolders),
-    store.query(sql.xminOthers),
-    store.query(sql.jobsTableTuples, [schema]),
-    store.query(sql.unhandledKinds, [unhandledMs]),
-    store.query<{ scans: number; pages: number }>(sql.claimIndexCounters, [schema]),
+  const [holders, others, t, unhandled, now] = await Promise.all([
+    store.xminHolders(),
+    store.xminOthers(),
+    store.jobsTableTuples(),
+    store.unhandledKinds({ runnableForMs: unhandledMs }),
+    store.claimIndexCounters(),
   ]);
   const warnings: HealthWarning[] = [];
-  for (const s of holders.rows) {
+  for (const s of holders) {
     const detail = {
       pid: s.pid,
       user: s.usename,
@@ -129,7 +128,7 @@ export async function checkHealth(store: Store, options: HealthOptions = {}): Pr
       });
     }
   }
-  for (const o of others.rows) {
+  for (const o of others) {
     const old = o.seconds === null ? o.xmin_age >= xminAge : Number(o.seconds) * 1000 >= longMs;
     if (old) {
       warnings.push({
@@ -139,7 +138,6 @@ export async function checkHealth(store: Store, options: HealthOptions = {}): Pr
       });
     }
   }
-  const t = tuples.rows[0];
   const jobsTable = t ? { live: Number(t.live), dead: Number(t.dead), lastAutovacuum: t.last_autovacuum } : null;
   if (jobsTable && jobsTable.dead >= minDead && jobsTable.dead >= ratio * jobsTable.live) {
     warnings.push({
@@ -148,14 +146,13 @@ export async function checkHealth(store: Store, options: HealthOptions = {}): Pr
       detail: { ...jobsTable },
     });
   }
-  for (const u of unhandled.rows) {
+  for (const u of unhandled) {
     warnings.push({
       check: "unhandled-kind",
       message: `${u.pending} pending "${u.kind}" job(s) in queue "${u.queue}" have no live worker with a handler (oldest enqueued ${seconds(u.oldest_s)} s ago); start a worker that registers "${u.kind}" for that queue`,
       detail: { queue: u.queue, kind: u.kind, pending: u.pending, oldestSeconds: seconds(u.oldest_s) },
     });
   }
-  const now = counters.rows[0];
   const before = lastClaimCounters.get(schema);
   let claimIndexPagesPerScan: number | null = null;
   if (now) {
@@ -171,7 +168,7 @@ export async function checkHealth(store: Store, options: HealthOptions = {}): Pr
     });
   }
   const candidates: XminHolder[] = [
-    ...holders.rows.map((r) => ({
+    ...holders.map((r) => ({
       holder: `session ${r.pid} (${r.application_name || r.usename})`,
       ageTransactions: Number(r.xmin_age),
       seconds: r.xact_seconds === null ? null : seconds(r.xact_seconds),
@@ -179,7 +176,7 @@ export async function checkHealth(store: Store, options: HealthOptions = {}): Pr
       transactionStart: r.xact_start,
       queryStart: r.query_start,
     })),
-    ...others.rows.map((o) => ({
+    ...others.map((o) => ({
       holder: String(o.holder),
       ageTransactions: Number(o.xmin_age),
       seconds: o.seconds === null ? null : seconds(o.seconds),
@@ -189,7 +186,7 @@ export async function checkHealth(store: Store, options: HealthOptions = {}): Pr
     (a, c) => (a === null || c.ageTransactions > a.ageTransactions ? c : a),
     null,
   );
-  const ages = holders.rows.map((r) => Number(r.xmin_age));
+  const ages = holders.map((r) => Number(r.xmin_age));
   return {
     warnings,
     oldestXminAge: ages.length > 0 ? Math.max(...ages) : null,

@@ -1,0 +1,45 @@
+/**
+ * Typed calls for the reads of sql/workflows.ts an operator makes (a job's
+ * parents, the graph around a job), over one `Store`. Each call takes one
+ * object of named parameters and returns typed rows. Inserting, linking and
+ * a handler's parents stay on `JobStore` (the hot path).
+ */
+import type { JobStatus } from "./adminStore.js";
+import type { Store } from "./store.js";
+
+/** Workflows: a job in the graph around another (`Admin.flow`); kind and status null once pruned. */
+export interface FlowNode {
+  id: string;
+  kind: string | null;
+  status: JobStatus | null;
+  result: unknown;
+}
+
+/** A jobFlow row: a parent or a child of the job. */
+export interface FlowEdgeRow extends FlowNode {
+  side: "parent" | "child";
+}
+
+/** A parent of a job (jobDependsOn): `counted` once it no longer holds the job back. */
+export interface DependsOnRow {
+  id: string;
+  counted: boolean;
+}
+
+export class WorkflowStore {
+  constructor(readonly store: Store) {}
+
+  private get sql() {
+    return this.store.sql.workflows;
+  }
+
+  /** The parents of job `jobId`, by id. */
+  async jobDependsOn(p: { jobId: string }): Promise<DependsOnRow[]> {
+    return (await this.store.query<DependsOnRow>(this.sql.jobDependsOn, [p.jobId])).rows;
+  }
+
+  /** The parents and children of job `jobId`, at most `limit` of each (parents first, by id). */
+  async jobFlow(p: { jobId: string; limit: number }): Promise<FlowEdgeRow[]> {
+    return (await this.store.query<FlowEdgeRow>(this.sql.jobFlow, [p.jobId, p.limit])).rows;
+  }
+}
