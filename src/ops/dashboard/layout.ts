@@ -105,21 +105,39 @@ ${ctx.refresh ? html`<noscript><meta http-equiv="refresh" content="${ctx.refresh
 ${ctx.role === "viewer" ? html`<span class="live" title="This credential only reads">read-only</span>` : ""}
 ${replicaNote(ctx.replica)}
 ${live.length > 0 ? html`<span id="live" class="live off" title="Live updates">static</span>` : ""}
-${ctx.csrf === undefined ? "" : html`<form class="inline signout" method="post" action="${b}/logout">${csrfField(ctx.csrf)}<button type="submit">Sign out</button></form>`}
+${ctx.csrf === undefined ? "" : html`<form class="inline signout" method="post" action="${b}/logout">${csrfField(ctx)}<button type="submit">Sign out</button></form>`}
 </header><main id="main"><h1>${heading}</h1>
 ${ctx.flash ? html`<div class="${ctx.flash.kind}" role="status">${ctx.flash.text}</div>` : ""}
 <p id="live-notice" class="warn" hidden>Things changed while you were selecting; <a href="">reload</a> to see them.</p>
 ${body}</main></body></html>`;
 }
 
-export function csrfField(token: string): SafeHtml {
-  return html`<input type="hidden" name="_csrf" value="${token}">`;
+/** A form's CSRF field; nothing for a bearer request (it has no token and needs none). */
+export function csrfField(ctx: { csrf: string | undefined }): SafeHtml | "" {
+  return ctx.csrf === undefined ? "" : html`<input type="hidden" name="_csrf" value="${ctx.csrf}">`;
+}
+
+/** A table in a scrolling region labelled `label`: `head` is its header cells, `body` its rows. */
+export function dataTable(label: string, id: string, head: SafeHtml, body: unknown, o: { all?: boolean } = {}) {
+  return html`<div class="scroll" tabindex="0" role="region" aria-label="${label}"><table id="${id}"${o.all ? raw(" data-all") : ""}><thead><tr>${head}</tr></thead>
+<tbody>${body}</tbody></table></div>`;
+}
+
+/**
+ * A path under the base path: each segment percent-encoded (a queue or schedule name is data), then the query's
+ * set fields, encoded. Interpolate it into `html` as any value (that escapes it for the attribute).
+ */
+export function link(base: string, segments: readonly string[], query: Record<string, string | undefined> = {}) {
+  const path = segments.map((s) => `/${encodeURIComponent(s)}`).join("");
+  const fields = Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== "");
+  const search = fields.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
+  return `${base}${path}${search ? `?${search}` : ""}`;
 }
 
 export function action(ctx: PageContext, path: string, label: string, fields: Record<string, string> = {}) {
   if (ctx.canAct === false) return "";
   const hidden = Object.entries(fields).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}">`);
-  return html`<form class="inline" method="post" action="${ctx.base}${path}">${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${hidden}<button type="submit">${label}</button></form>`;
+  return html`<form class="inline" method="post" action="${ctx.base}${path}">${csrfField(ctx)}${hidden}<button type="submit">${label}</button></form>`;
 }
 
 export function signInPage(
