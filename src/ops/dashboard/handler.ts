@@ -16,7 +16,6 @@
  * the live script, served here — nothing inline, the stylesheet by hash); lists
  * never load payloads. It never logs or renders a credential.
  */
-import { createHash } from "node:crypto";
 import type http from "node:http";
 import { ValidationError } from "../../core/errors.js";
 import { defaultLogger } from "../../core/logger.js";
@@ -25,7 +24,6 @@ import { Skipq } from "../../skipq.js";
 import { Admin } from "../admin.js";
 import type { ReplicaStatus } from "../adminTypes.js";
 import { SkipqMetrics } from "../metrics.js";
-import { LIVE_JS } from "./assets.js";
 import {
   Authenticator,
   CredentialThrottle,
@@ -35,10 +33,11 @@ import {
   resolveCredentials,
   roleOf,
 } from "./auth.js";
+import { CSS_SHA256, LIVE_JS } from "./clientAssets.js";
 import { answerFailure, checkedAllowedHosts, refuseUnsafe } from "./gate.js";
 import type { SafeHtml } from "./html.js";
 import { jobRoutes, sharedSearch, sharedStateCounts } from "./jobRoutes.js";
-import { CSS, type PageContext, signInPage } from "./layout.js";
+import { type PageContext, signInPage } from "./layout.js";
 import { LiveHub, workersWithInFlight } from "./live.js";
 import type { Dashboard, DashboardOptions } from "./options.js";
 import { queueRoutes, sharedSeries } from "./queueRoutes.js";
@@ -108,7 +107,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   );
   const redact: Redactor = options.redact === false ? (v) => v : (options.redact ?? defaultRedactor);
   const title = options.title ?? "skipq";
-  const csp = `default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'sha256-${createHash("sha256").update(CSS).digest("base64")}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
+  const csp = `default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'sha256-${CSS_SHA256}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
   const live =
     options.live === false
       ? undefined

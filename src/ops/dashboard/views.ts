@@ -2,7 +2,7 @@
  * The dashboard's pages, rendered on the server with the escaping `html` tag.
  * Every page works without JavaScript: actions are plain forms that POST with
  * a CSRF token, and pages whose content moves refresh themselves through a
- * <noscript> meta tag. With scripts on, one self-hosted script (assets.ts)
+ * <noscript> meta tag. With scripts on, one self-hosted script (client/live.js)
  * shows timestamps in the browser's time zone and keeps pages live over
  * server-sent events, reading the data-* marks here.
  * Every value shown comes through `html` (escaped) or a redactor first.
