@@ -1,10 +1,11 @@
 /**
  * The dashboard as a Node request handler, mountable into any `http` server
  * (or Express/Connect, with `basePath`): `createDashboard` wires the client,
- * Admin, sign-in and the live feed, then gates every request (origin,
- * sign-in, CSRF, role) before handing it to a route module (`queueRoutes`,
- * `jobRoutes`, `systemRoutes`). Sign-in/out, /events, /metrics and the
- * live script are answered here.
+ * Admin, sign-in and the live feed, then gates every request (Host, origin,
+ * sign-in, CSRF, role, as its entry in the route table declares) before
+ * handing it to the route's handler. The table is the route modules'
+ * (`queueRoutes`, `jobRoutes`, `systemRoutes`) and this file's own:
+ * sign-in/out, /events, /metrics and the live script.
  *
  * Invariants: every route answers 401 until the request is signed in (only
  * the sign-in form itself is reachable, and it too answers 401); with
@@ -15,60 +16,47 @@
  * the live script, served here — nothing inline, the stylesheet by hash); lists
  * never load payloads. It never logs or renders a credential.
  */
-import { createHash } from "node:crypto";
 import type http from "node:http";
-import { SkipqError, ValidationError } from "../../core/errors.js";
+import { ValidationError } from "../../core/errors.js";
 import { defaultLogger } from "../../core/logger.js";
 import { assertInt, toMs } from "../../core/validate.js";
 import { Skipq } from "../../skipq.js";
 import { Admin } from "../admin.js";
 import type { ReplicaStatus } from "../adminTypes.js";
 import { SkipqMetrics } from "../metrics.js";
-import { LIVE_JS } from "./assets.js";
 import {
   Authenticator,
   CredentialThrottle,
   clientAddress,
-  hostAnswered,
-  hostParts,
-  isLoopback,
   type Principal,
   parseCookies,
   resolveCredentials,
   roleOf,
-  SESSION_COOKIE,
-  ThrottledError,
 } from "./auth.js";
+import { CSS_SHA256, LIVE_JS } from "./clientAssets.js";
+import { answerFailure, checkedAllowedHosts, refuseUnsafe } from "./gate.js";
 import type { SafeHtml } from "./html.js";
-import { jobActions, jobPages, sharedSearch, sharedStateCounts } from "./jobRoutes.js";
-import { CSS, type PageContext, signInPage } from "./layout.js";
+import { jobRoutes, sharedSearch, sharedStateCounts } from "./jobRoutes.js";
+import { type PageContext, signInPage } from "./layout.js";
 import { LiveHub, workersWithInFlight } from "./live.js";
 import type { Dashboard, DashboardOptions } from "./options.js";
-import { queueActions, queuePages, sharedSeries } from "./queueRoutes.js";
+import { queueRoutes, sharedSeries } from "./queueRoutes.js";
 import { defaultRedactor, type Redactor } from "./redact.js";
-import { FLASH_COOKIE, forwarded, HttpError, interestOf, normaliseBase, readForm, safeHost } from "./request.js";
+import { FLASH_COOKIE, HttpError, interestOf, normaliseBase, readForm } from "./request.js";
 import { FIXED_ORIGIN, responders } from "./respond.js";
-import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
-import { systemActions, systemPages } from "./systemRoutes.js";
-import { messagePage } from "./views.js";
+import {
+  type ActionRequest,
+  type DashboardRuntime,
+  findRoute,
+  type PageRequest,
+  pageRoute,
+  type Route,
+} from "./routes.js";
+import { signInRoutes } from "./signInRoutes.js";
+import { systemRoutes } from "./systemRoutes.js";
 import { type DashboardHandler, type FetchContext, type FetchHandler, toFetchHandler } from "./web.js";
 
 export type { Dashboard, DashboardHandler, DashboardOptions, FetchContext, FetchHandler };
-
-/** `allowedHosts`, validated: Host names (optionally with a port); only meaningful without authentication. */
-function checkedAllowedHosts(options: DashboardOptions): string[] {
-  const hosts = options.allowedHosts;
-  if (hosts === undefined) return [];
-  if (!Array.isArray(hosts) || hosts.some((h) => typeof h !== "string" || hostParts(h) === undefined))
-    throw new ValidationError(
-      'allowedHosts must be an array of host names as a Host header carries them, e.g. ["dev.internal", "dev.internal:8080"]',
-    );
-  if (options.auth !== false)
-    throw new ValidationError(
-      "allowedHosts applies to a dashboard with auth: false only (with credentials every Host is answered); remove it",
-    );
-  return hosts;
-}
 
 /** Builds the dashboard handler; see `DashboardOptions`. Throws when no credentials are configured and auth is not explicitly `false`. */
 export function createDashboard(options: DashboardOptions = {}): Dashboard {
@@ -119,7 +107,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   );
   const redact: Redactor = options.redact === false ? (v) => v : (options.redact ?? defaultRedactor);
   const title = options.title ?? "skipq";
-  const csp = `default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'sha256-${createHash("sha256").update(CSS).digest("base64")}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
+  const csp = `default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'sha256-${CSS_SHA256}'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
   const live =
     options.live === false
       ? undefined
@@ -148,6 +136,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     const out = redact(text, { field: "error", job });
     return typeof out === "string" ? out : String(out);
   };
+  /** Answers a signed-in request from the route table. */
   async function route(
     req: http.IncomingMessage,
     res: http.ServerResponse,
@@ -177,65 +166,46 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     };
 
     if (req.method === "GET" || req.method === "HEAD") {
-      const r: PageRequest = { req, res, rel, url, ctx, page };
-      if ((await queuePages(runtime, r)) || (await systemPages(runtime, r)) || (await jobPages(runtime, r))) return;
-      if (rel === "/events") {
-        if (!live) throw new HttpError(404, "the live feed is off (live: false)");
-        return live.serve(req, res, interestOf(url), principal.id);
-      }
-      if (rel === "/assets/live.js") {
-        res.writeHead(200, {
-          "content-type": "text/javascript; charset=utf-8",
-          "cache-control": "private, max-age=300",
-          "x-content-type-options": "nosniff",
-        });
-        res.end(LIVE_JS);
-        return;
-      }
-      if (rel === "/metrics" && metrics) return serveMetrics(res);
-      throw new HttpError(404, "no such page");
+      const found = findRoute(table, "page", rel);
+      if (!found) throw new HttpError(404, "no such page");
+      const r: PageRequest = { req, res, rel, url, principal, ctx, page };
+      await found.route.handle(runtime, r, found.params);
+      return;
     }
 
     if (req.method !== "POST") throw new HttpError(405, "only GET and POST are accepted");
     const form = await readForm(req);
     if (!auth.checkCsrf(principal, form.get("_csrf") ?? undefined))
       throw new HttpError(403, "the form's CSRF token is missing or stale; reload the page and try again");
-    const back = safeBack(form.get("back"));
-    const done = (text: string, kind: "ok" | "err" = "ok") =>
-      redirect(res, back, [cookie(req, FLASH_COOKIE, `${kind}:${text}`, 30)]);
-    /** Logs an action and writes its audit row (who, what, when, from where) before it is answered. */
-    const record = (what: string, target: string | null, detail: Record<string, unknown> = {}) => {
-      logger.info({ action: what, target, ...detail, by: principal.name }, `skipq dashboard: ${what}`);
-      return audit(req, principal.name, what, target, detail);
-    };
-    if (role !== "admin" && rel !== "/logout")
+    const found = findRoute(table, "action", rel);
+    // A POST no route answers is refused to a viewer as an action would be, before it is a 404.
+    if ((found?.route.role ?? "admin") === "admin" && role !== "admin")
       throw new HttpError(403, "this credential is read-only: sign in with the admin credential to act");
-
-    if (rel === "/logout") {
-      await auth.endSession(req);
-      live?.endSession(principal.id);
-      await record("sign-out", null);
-      return redirect(res, `${base}/login`, [cookie(req, SESSION_COOKIE, "", 0)]);
-    }
+    if (!found) throw new HttpError(404, "no such action");
+    const back = safeBack(form.get("back"));
     const r: ActionRequest = {
       req,
       res,
       rel,
       form,
+      principal,
       ctx,
       page,
-      done: (text, kind) => {
-        done(text, kind);
+      done: (text, kind = "ok") => {
+        redirect(res, back, [cookie(req, FLASH_COOKIE, `${kind}:${text}`, 30)]);
         return true;
       },
       redirect: (location, cookies) => {
         redirect(res, location, cookies);
         return true;
       },
-      record,
+      /** Logs an action and writes its audit row (who, what, when, from where) before it is answered. */
+      record: (what, target, detail = {}) => {
+        logger.info({ action: what, target, ...detail, by: principal.name }, `skipq dashboard: ${what}`);
+        return audit(req, principal.name, what, target, detail);
+      },
     };
-    if ((await jobActions(runtime, r)) || (await queueActions(runtime, r)) || (await systemActions(runtime, r))) return;
-    throw new HttpError(404, "no such action");
+    await found.route.handle(runtime, r, found.params);
   }
 
   /**
@@ -303,30 +273,31 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     );
   }
 
-  async function signIn(req: http.IncomingMessage, res: http.ServerResponse, ctx: PageContext): Promise<void> {
-    const form = await readForm(req);
-    const next = safeBack(form.get("next"));
-    const show = (status: number, message: string) =>
-      send(res, status, signInPage(ctx, { token: auth.acceptsToken, password: auth.acceptsPassword, next, message }));
-    const token = form.get("token");
-    let name: string | undefined;
-    try {
-      name = auth.check(
-        req,
-        "form",
-        token ? { token } : { user: form.get("user") ?? "", password: form.get("password") ?? "" },
-      );
-    } catch (error) {
-      if (!(error instanceof ThrottledError)) throw error;
-      res.setHeader("retry-after", String(error.retryAfterSeconds));
-      return show(429, `Too many failed sign-ins from here; wait ${error.retryAfterSeconds} s and try again.`);
-    }
-    if (name === undefined) return show(401, "Wrong credentials.");
-    const session = await auth.startSession(req, name);
-    logger.info({ by: name }, "skipq dashboard: signed in");
-    await audit(req, name, "sign-in", null, {});
-    return redirect(res, next, [cookie(req, SESSION_COOKIE, session, Math.floor(auth.sessionTtlSeconds))]);
+  /** This file's routes (the live feed and its script, /metrics) and the sign-in routes. */
+  const ownRoutes: Route[] = [
+    ...signInRoutes({ base, auth, live, logger, audit, send, cookie, redirect, safeBack }),
+    pageRoute("/events", async (_, { req, res, url, principal }) => {
+      if (!live) throw new HttpError(404, "the live feed is off (live: false)");
+      live.serve(req, res, interestOf(url), principal.id);
+    }),
+    pageRoute("/assets/live.js", async (_, { res }) => {
+      res.writeHead(200, {
+        "content-type": "text/javascript; charset=utf-8",
+        "cache-control": "private, max-age=300",
+        "x-content-type-options": "nosniff",
+      });
+      res.end(LIVE_JS);
+    }),
+  ];
+  if (metrics) {
+    // Behind sign-in unless metricsAuth is false.
+    ownRoutes.push(
+      metricsAuth
+        ? pageRoute("/metrics", async (_, { res }) => serveMetrics(res))
+        : { kind: "open", method: "GET", path: "/metrics", handle: ({ res }) => serveMetrics(res) },
+    );
   }
+  const table: Route[] = [...ownRoutes, ...queueRoutes, ...systemRoutes, ...jobRoutes];
 
   const handle: DashboardHandler = (req, res, next) => {
     const full = (req as { originalUrl?: string }).originalUrl ?? req.url ?? "/";
@@ -349,44 +320,9 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     // Who the request turned out to be, once known: an error page is HTML only for a signed-in GET.
     let signedIn: Principal | undefined;
     void (async () => {
-      // Without authentication, only this machine may be answered: the connection's peer must be loopback
-      // (never a header: a fetch mount passes the peer explicitly), and the Host must name loopback on this
-      // server's port (or an allowed host), or a DNS-rebinding page could read the CSRF token and act.
-      if (!auth.enabled) {
-        if (!isLoopback(req.socket.remoteAddress))
-          throw new HttpError(
-            403,
-            "this dashboard runs without authentication, so it answers clients on loopback only; configure credentials to expose it",
-          );
-        const tls = (req.socket as { encrypted?: boolean }).encrypted === true;
-        if (!hostAnswered(req.headers.host, req.socket.localPort, tls, allowedHosts))
-          throw new HttpError(
-            403,
-            "this dashboard runs without authentication, so it answers only requests whose Host is a loopback name or address with its port (a page on another name could be a DNS-rebinding attack); open it at http://127.0.0.1:<port>/, or list the name in allowedHosts",
-          );
-      }
-      if (req.method === "POST") {
-        const origin = req.headers.origin;
-        const host = safeHost(origin ?? "");
-        const hosts = [req.headers.host, trustProxy ? forwarded(req, "x-forwarded-host") : undefined];
-        if (origin !== undefined && origin !== "null" && (host === undefined || !hosts.includes(host)))
-          throw new HttpError(403, "cross-origin POSTs are refused");
-        if (origin === "null") throw new HttpError(403, "cross-origin POSTs are refused");
-      }
-      if (rel === "/login") {
-        if (req.method === "POST") return signIn(req, res, ctx);
-        if (await auth.authenticate(req)) return redirect(res, `${base}/`);
-        return send(
-          res,
-          401,
-          signInPage(ctx, {
-            token: auth.acceptsToken,
-            password: auth.acceptsPassword,
-            next: safeBack(url.searchParams.get("next")),
-          }),
-        );
-      }
-      if (rel === "/metrics" && metrics && !metricsAuth && req.method === "GET") return serveMetrics(res);
+      refuseUnsafe(req, auth.enabled, allowedHosts, trustProxy);
+      const open = findRoute(table, "open", rel, req.method);
+      if (open) return open.route.handle({ req, res, url, ctx });
       const principal = await auth.authenticate(req);
       signedIn = principal;
       if (!principal) {
@@ -407,37 +343,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
         );
       }
       await route(req, res, rel, url, principal);
-    })().catch((error: unknown) => {
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      // The client hung up mid-request (Node rejects the body read with ECONNRESET "aborted"): nobody is
-      // left to answer, and it is not the server's fault.
-      if (req.socket.destroyed || (error as NodeJS.ErrnoException).code === "ECONNRESET") {
-        logger.debug({ path }, "skipq dashboard: client closed the connection mid-request");
-        res.destroy();
-        return;
-      }
-      if (error instanceof ThrottledError) {
-        send(res, 429, `${error.message}\n`, { "retry-after": String(error.retryAfterSeconds) });
-        return;
-      }
-      const status =
-        error instanceof HttpError
-          ? error.status
-          : error instanceof SkipqError
-            ? error.code === "SKIPQ_NOT_FOUND"
-              ? 404
-              : error.code === "SKIPQ_INVALID_ARGUMENT"
-                ? 400
-                : 500
-            : 500;
-      if (status === 500) logger.error({ err: error, path }, "skipq dashboard: request failed");
-      const text = status === 500 ? "Something went wrong; the server log has the details." : (error as Error).message;
-      if (req.method === "GET" && signedIn) send(res, status, messagePage(ctx, `Error ${status}`, text));
-      else send(res, status, `${text}\n`);
-    });
+    })().catch((error: unknown) => answerFailure(req, res, error, { path, signedIn, ctx, logger, send }));
   };
 
   return {

@@ -25,7 +25,7 @@ import {
   shownJson,
   toJobFilter,
 } from "./request.js";
-import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
+import { actionRoute, type DashboardRuntime, type PageRequest, pageRoute, type Route } from "./routes.js";
 import { deadPage } from "./views.js";
 
 /** A job's page, and an action on it: the id as every id is checked (core/validate.ts). */
@@ -38,76 +38,83 @@ export const PAGE_SIZE = 50;
 export const STATE_COUNT_CAP = 1000;
 const MAX_PAYLOAD_CHARS = 100_000;
 
-/** The job pages; false when `rel` is none of them. */
-export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<boolean> {
-  const { admin, redact, redactError, liveTopics, search, stateCounts } = rt;
-  const { req, rel, url, ctx, page } = r;
-  if (rel === "/jobs") {
-    const filter = filterOf((name) => param(url, name));
-    const before = param(url, "before");
-    if (before && !isId(before)) throw new HttpError(400, "before must be a job id");
-    // The live script's refreshes (marked by their header) share results for a second; a person's navigation never does.
-    const shared = req.headers["x-skipq-live"] === "1";
-    const [jobs, counts] = await Promise.all([
-      shared
-        ? search(filter, before)
-        : admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE }),
-      stateCounts(filter.queue, filter.kind, shared),
-    ]);
-    return page(
-      200,
-      jobsPage(
-        { ...ctx, refresh: before ? undefined : 10, live: liveTopics("jobs") },
-        filter,
-        { before, jobs, limit: PAGE_SIZE, canAct: ctx.canAct !== false, counts },
-        JOB_STATUSES,
-        (j) => redactError(j.last_error, j),
-      ),
-    );
-  }
-  const detail = JOB_PAGE.exec(rel);
-  if (detail) {
-    const job = await admin.getJob(detail[1] as string);
-    if (!job) throw new HttpError(404, `job ${detail[1]} does not exist (it may have been pruned)`);
-    const text = shownJson(() => redact(job.payload, { field: "payload", job }));
-    const headers = job.headers ? shownJson(() => redact(job.headers, { field: "headers", job })) : null;
-    const result = job.result === null ? null : shownJson(() => redact(job.result, { field: "result", job }));
-    const moving = job.status === "waiting" || job.status === "pending" || job.status === "running";
-    // Workflows: parents and children, results redacted as payloads are, cut to one line.
-    const flow = await admin.jobFlow(job.id, 200);
-    const shownNode = (n: FlowNode) => {
-      const text =
-        n.result === null || n.result === undefined
-          ? "—"
-          : shownJson(() =>
-              redact(n.result, { field: "result", job: { id: n.id, queue: job.queue, kind: n.kind ?? "" } }),
-            ).replace(/\s+/g, " ");
-      return {
-        id: n.id,
-        kind: n.kind,
-        status: n.status,
-        result: text.length > 120 ? `${text.slice(0, 119)}…` : text,
-      };
+/** The explorer. */
+async function explorer(rt: DashboardRuntime, r: PageRequest): Promise<unknown> {
+  const { admin, redactError, liveTopics, search, stateCounts } = rt;
+  const { req, url, ctx, page } = r;
+  const filter = filterOf((name) => param(url, name));
+  const before = param(url, "before");
+  if (before && !isId(before)) throw new HttpError(400, "before must be a job id");
+  // The live script's refreshes (marked by their header) share results for a second; a person's navigation never does.
+  const shared = req.headers["x-skipq-live"] === "1";
+  const [jobs, counts] = await Promise.all([
+    shared
+      ? search(filter, before)
+      : admin.searchJobs(toJobFilter(filter), { ...(before ? { before } : {}), limit: PAGE_SIZE }),
+    stateCounts(filter.queue, filter.kind, shared),
+  ]);
+  return page(
+    200,
+    jobsPage(
+      { ...ctx, refresh: before ? undefined : 10, live: liveTopics("jobs") },
+      filter,
+      { before, jobs, limit: PAGE_SIZE, canAct: ctx.canAct !== false, counts },
+      JOB_STATUSES,
+      (j) => redactError(j.last_error, j),
+    ),
+  );
+}
+
+/** A job's page. */
+async function jobDetail(rt: DashboardRuntime, r: PageRequest, [id]: string[]): Promise<unknown> {
+  const { admin, redact, redactError, liveTopics } = rt;
+  const { ctx, page } = r;
+  const job = await admin.getJob(id as string);
+  if (!job) throw new HttpError(404, `job ${id} does not exist (it may have been pruned)`);
+  const text = shownJson(() => redact(job.payload, { field: "payload", job }));
+  const headers = job.headers ? shownJson(() => redact(job.headers, { field: "headers", job })) : null;
+  const result = job.result === null ? null : shownJson(() => redact(job.result, { field: "result", job }));
+  const moving = job.status === "waiting" || job.status === "pending" || job.status === "running";
+  // Workflows: parents and children, results redacted as payloads are, cut to one line.
+  const flow = await admin.jobFlow(job.id, 200);
+  const shownNode = (n: FlowNode) => {
+    const text =
+      n.result === null || n.result === undefined
+        ? "—"
+        : shownJson(() =>
+            redact(n.result, { field: "result", job: { id: n.id, queue: job.queue, kind: n.kind ?? "" } }),
+          ).replace(/\s+/g, " ");
+    return {
+      id: n.id,
+      kind: n.kind,
+      status: n.status,
+      result: text.length > 120 ? `${text.slice(0, 119)}…` : text,
     };
-    return page(
-      200,
-      jobPage(moving ? { ...ctx, refresh: 2, live: liveTopics("job") } : { ...ctx, live: liveTopics("job") }, job, {
-        payload: text.slice(0, MAX_PAYLOAD_CHARS),
-        payloadTruncated: Math.max(0, text.length - MAX_PAYLOAD_CHARS),
-        headers,
-        error: redactError(job.last_error, job),
-        result: result === null ? null : result.slice(0, MAX_PAYLOAD_CHARS),
-        progress:
-          job.progress === null || job.progress === undefined
-            ? null
-            : displayJson(redact(job.progress, { field: "progress", job })).slice(0, MAX_PAYLOAD_CHARS),
-        attemptLogs: attemptLogsShown(job, redact, redactError),
-        attempts: attemptsShown(job, redact, redactError),
-        ...(flow ? { flow: { parents: flow.parents.map(shownNode), children: flow.children.map(shownNode) } } : {}),
-      }),
-    );
-  }
-  if (rel === "/dead") {
+  };
+  return page(
+    200,
+    jobPage(moving ? { ...ctx, refresh: 2, live: liveTopics("job") } : { ...ctx, live: liveTopics("job") }, job, {
+      payload: text.slice(0, MAX_PAYLOAD_CHARS),
+      payloadTruncated: Math.max(0, text.length - MAX_PAYLOAD_CHARS),
+      headers,
+      error: redactError(job.last_error, job),
+      result: result === null ? null : result.slice(0, MAX_PAYLOAD_CHARS),
+      progress:
+        job.progress === null || job.progress === undefined
+          ? null
+          : displayJson(redact(job.progress, { field: "progress", job })).slice(0, MAX_PAYLOAD_CHARS),
+      attemptLogs: attemptLogsShown(job, redact, redactError),
+      attempts: attemptsShown(job, redact, redactError),
+      ...(flow ? { flow: { parents: flow.parents.map(shownNode), children: flow.children.map(shownNode) } } : {}),
+    }),
+  );
+}
+
+/** The job pages and the job actions (bulk, retry, cancel, retry by fingerprint). */
+export const jobRoutes: Route[] = [
+  pageRoute("/jobs", explorer),
+  pageRoute(JOB_PAGE, jobDetail),
+  pageRoute("/dead", async ({ admin, redactError }, { url, ctx, page }) => {
     const queue = param(url, "queue");
     const groups = await admin.deadByFingerprint({ ...(queue ? { queue } : {}), limit: 200 });
     return page(
@@ -116,15 +123,8 @@ export async function jobPages(rt: DashboardRuntime, r: PageRequest): Promise<bo
         redactError(g.example_error, { id: g.example_id, queue: g.queue, kind: g.kind }),
       ),
     );
-  }
-  return false;
-}
-
-/** The job actions; false when `rel` is none of them. */
-export async function jobActions(rt: DashboardRuntime, r: ActionRequest): Promise<boolean> {
-  const { base, admin, cookie } = rt;
-  const { req, rel, form, ctx, page, done, redirect, record } = r;
-  if (rel === "/jobs/bulk") {
+  }),
+  actionRoute("/jobs/bulk", async ({ base, admin, cookie }, { req, form, ctx, page, done, redirect, record }) => {
     const filter = filterOf((name) => formParam(form, name));
     const action = form.get("action") as BulkAction;
     if (!BULK_ACTIONS.includes(action)) throw new HttpError(400, `action must be one of ${BULK_ACTIONS.join(", ")}`);
@@ -175,10 +175,9 @@ export async function jobActions(rt: DashboardRuntime, r: ActionRequest): Promis
     return redirect(`${base}/jobs${query ? `?${query}` : ""}`, [
       cookie(req, FLASH_COOKIE, `ok:${action}: ${n} job(s) changed.`, 30),
     ]);
-  }
-  const m = JOB_ACTION.exec(rel);
-  if (m) {
-    const [, id, verb] = m as unknown as [string, string, "retry" | "cancel"];
+  }),
+  actionRoute(JOB_ACTION, async ({ admin }, { done, record }, params) => {
+    const [id, verb] = params as [string, "retry" | "cancel"];
     try {
       if (verb === "retry") await admin.retryJob(id);
       else await admin.cancelJob(id);
@@ -188,16 +187,15 @@ export async function jobActions(rt: DashboardRuntime, r: ActionRequest): Promis
     }
     await record(`job ${verb}`, `job ${id}`);
     return done(verb === "retry" ? `Job ${id} is pending again.` : `Job ${id} was cancelled.`);
-  }
-  if (rel === "/dead/retry") {
+  }),
+  actionRoute("/dead/retry", async ({ admin }, { form, done, record }) => {
     const fingerprint = form.get("fingerprint") ?? "";
     const queue = form.get("queue") || undefined;
     const n = await admin.retryDeadByFingerprint(fingerprint, queue);
     await record("retry dead by fingerprint", `fingerprint ${fingerprint}`, { queue: queue ?? null, jobs: n });
     return done(`${n} dead job(s) with fingerprint ${fingerprint} are pending again.`);
-  }
-  return false;
-}
+  }),
+];
 
 /** Explorer pages for the live script's refreshes, shared by every viewer of the same filter for 1 s. */
 /**

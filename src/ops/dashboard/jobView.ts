@@ -7,7 +7,7 @@ import type { BulkAction, JobRow } from "../adminTypes.js";
 import { type AttemptRow, MAX_ATTEMPTS_KEPT } from "../display.js";
 import { finiteDate } from "../timestamp.js";
 import { html, type SafeHtml } from "./html.js";
-import { action, duration, layout, type PageContext, status, time } from "./layout.js";
+import { action, dataTable, duration, layout, link, type PageContext, status, time } from "./layout.js";
 
 export function jobPage(
   ctx: PageContext,
@@ -45,7 +45,7 @@ export function jobPage(
     html`<p class="actions">${actions}</p>`,
     html`<dl id="job" data-watch-job="${job.id}" data-status="${job.status}">
 <dt>Status</dt><dd id="job-status">${status(job.status)}</dd>
-<dt>Queue</dt><dd><a href="${ctx.base}/queues/${encodeURIComponent(job.queue)}">${job.queue}</a></dd>
+<dt>Queue</dt><dd><a href="${link(ctx.base, ["queues", job.queue])}">${job.queue}</a></dd>
 <dt>Kind</dt><dd>${job.kind}</dd><dt>Priority</dt><dd>${job.priority}</dd>
 <dt>Attempts</dt><dd data-f="attempts">${job.attempts}/${job.max_attempts}</dd>
 <dt>Run at</dt><dd>${time(job.run_at)}</dd><dt>Created</dt><dd>${time(job.created_at)}</dd>
@@ -53,7 +53,7 @@ export function jobPage(
 <dt>Locked by</dt><dd data-f="locked_by">${job.locked_by ?? "—"}</dd><dt>Lease expires</dt><dd>${time(job.lease_expires_at)}</dd>
 <dt>Completed</dt><dd>${time(job.completed_at)}</dd>
 <dt>Idempotency key</dt><dd>${job.idempotency_key ?? "—"}</dd>
-<dt>Error fingerprint</dt><dd>${job.error_fingerprint ? html`<a href="${ctx.base}/dead?queue=${encodeURIComponent(job.queue)}">${job.error_fingerprint}</a>` : "—"}</dd>
+<dt>Error fingerprint</dt><dd>${job.error_fingerprint ? html`<a href="${link(ctx.base, ["dead"], { queue: job.queue })}">${job.error_fingerprint}</a>` : "—"}</dd>
 <dt>Progress</dt><dd id="job-progress">${shown.progress ?? "—"}</dd>
 </dl>`,
     html`<h2>Timeline</h2>${timeline(job, shown.error)}`,
@@ -87,8 +87,12 @@ function attemptsTable(a: { rows: AttemptRow[]; unrecorded: number }): SafeHtml 
   return html`<h2 id="attempts-heading">Attempts</h2>${
     a.rows.length === 0
       ? html`<p class="muted" id="attempts">No attempt yet.</p>`
-      : html`<div class="scroll" tabindex="0" role="region" aria-label="Attempts"><table id="attempts"><thead><tr><th scope="col">Attempt</th><th scope="col">Started</th><th scope="col">Ended</th><th scope="col">Worker</th><th scope="col">Outcome</th><th scope="col">Error</th></tr></thead>
-<tbody>${rows}</tbody></table></div>`
+      : dataTable(
+          "Attempts",
+          "attempts",
+          html`<th scope="col">Attempt</th><th scope="col">Started</th><th scope="col">Ended</th><th scope="col">Worker</th><th scope="col">Outcome</th><th scope="col">Error</th>`,
+          rows,
+        )
   }${note}`;
 }
 
@@ -147,6 +151,5 @@ function flowSection(ctx: PageContext, flow: { parents: ShownNode[]; children: S
       (n) =>
         html`<tr data-role="${role}"><td>${role}</td><td><a href="${ctx.base}/jobs/${n.id}">${n.id}</a></td><td>${n.kind ?? "—"}</td><td>${n.status ? status(n.status) : "pruned"}</td><td><code>${n.result}</code></td></tr>`,
     );
-  return html`<h2>Workflow</h2><div class="scroll" tabindex="0" role="region" aria-label="Workflow"><table id="flow"><thead><tr><th><span class="skip-label">Role</span></th><th>Id</th><th>Kind</th><th>Status</th><th>Result</th></tr></thead>
-<tbody>${rows("parent", flow.parents)}${rows("child", flow.children)}</tbody></table></div>`;
+  return html`<h2>Workflow</h2>${dataTable("Workflow", "flow", html`<th><span class="skip-label">Role</span></th><th>Id</th><th>Kind</th><th>Status</th><th>Result</th>`, html`${rows("parent", flow.parents)}${rows("child", flow.children)}`)}`;
 }

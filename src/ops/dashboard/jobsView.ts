@@ -5,7 +5,7 @@
  */
 import { BULK_ACTIONS, type BulkAction, type BulkCounts, type JobStatus, type ListedJob } from "../adminTypes.js";
 import { html, raw, type SafeHtml } from "./html.js";
-import { csrfField, firstLine, layout, type PageContext, status, time } from "./layout.js";
+import { csrfField, dataTable, firstLine, layout, type PageContext, status, time } from "./layout.js";
 
 /** The explorer's filter as the URL and forms carry it (text, as typed). */
 export interface JobsFilter {
@@ -112,7 +112,7 @@ ${field("q", "Error text", filter.search)}${field("path", "Payload path", filter
   );
   const bulk = page.canAct
     ? html`<form id="bulk" class="filters" method="post" action="${ctx.base}/jobs/bulk" aria-label="Bulk action">
-${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${filterHidden(filter)}
+${csrfField(ctx)}${filterHidden(filter)}
 <label>Bulk action<select name="action">${BULK_ACTIONS.map((a) => html`<option value="${a}">${BULK_LABELS[a]}</option>`)}</select></label>
 <label>Priority<input name="priority" type="number" min="-32768" max="32767" value="0"></label>
 <button type="submit" name="scope" value="selected">Selected jobs…</button>
@@ -127,7 +127,12 @@ ${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${filterHidden(filter)}
     html`<div id="jobs-list"${before ? "" : html` data-live-list="${filter.queue}"`}>${
       jobs.length === 0
         ? html`<p class="muted">No jobs match.</p>`
-        : html`<div class="scroll" tabindex="0" role="region" aria-label="Jobs"><table id="jobs"><thead><tr>${page.canAct ? html`<th><span class="skip-label">Select</span></th>` : ""}<th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Priority</th><th>Run at</th><th>Created</th><th>Payload</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table></div>`
+        : dataTable(
+            "Jobs",
+            "jobs",
+            html`${page.canAct ? html`<th><span class="skip-label">Select</span></th>` : ""}<th>Id</th><th>Queue</th><th>Kind</th><th>Status</th><th>Attempts</th><th>Priority</th><th>Run at</th><th>Created</th><th>Payload</th><th>Last error</th>`,
+            rows,
+          )
     }</div>`,
     paging,
   ]);
@@ -158,7 +163,7 @@ export function bulkConfirmPage(
       : "",
     n === 0
       ? html`<p>Nothing to do. <a href="${back}">Back to the jobs</a></p>`
-      : html`<form method="post" action="${ctx.base}/jobs/bulk">${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}${filterHidden(o.filter)}
+      : html`<form method="post" action="${ctx.base}/jobs/bulk">${csrfField(ctx)}${filterHidden(o.filter)}
 <input type="hidden" name="action" value="${o.action}"><input type="hidden" name="scope" value="${o.scope}"><input type="hidden" name="priority" value="${o.priority}">
 ${o.ids.map((id) => html`<input type="hidden" name="ids" value="${id}">`)}<input type="hidden" name="confirm" value="${n}">
 <button type="submit" id="bulk-confirm">Confirm: ${o.action} ${n} job(s)</button> <a href="${back}">Cancel</a></form>`,

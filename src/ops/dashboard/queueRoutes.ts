@@ -9,14 +9,20 @@ import { type Duration, NAME_PATTERN } from "../../core/validate.js";
 import type { Admin } from "../admin.js";
 import type { StatsPoint, StatsRange } from "../adminTypes.js";
 import { decodePathSegment, formParam, HttpError, limitsOf, param, rangeOf } from "./request.js";
-import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
+import { actionRoute, pageRoute, type Route } from "./routes.js";
 import { chartsBlock, overviewPage, queuePage } from "./views.js";
 
-/** The overview and queue pages; false when `rel` is none of them. */
-export async function queuePages(rt: DashboardRuntime, r: PageRequest): Promise<boolean> {
-  const { admin, liveTopics, series, workersInFlight, send } = rt;
-  const { res, rel, url, ctx, page } = r;
-  if (rel === "/") {
+/** A queue name from its path segment; 400 when it is not one. */
+function queueOf(segment: string | undefined): string {
+  const queue = decodePathSegment(segment as string);
+  if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+  return queue;
+}
+
+/** The overview, queue and charts pages and the queue actions. */
+export const queueRoutes: Route[] = [
+  pageRoute("/", async (rt, { ctx, page }) => {
+    const { admin, liveTopics, series, workersInFlight } = rt;
     const [queues, stats, health, workers] = await Promise.all([
       admin.overview(),
       series(undefined, "1h"),
@@ -39,11 +45,9 @@ export async function queuePages(rt: DashboardRuntime, r: PageRequest): Promise<
         },
       ),
     );
-  }
-  const queueMatch = /^\/queues\/([^/]+)$/.exec(rel);
-  if (queueMatch) {
-    const queue = decodePathSegment(queueMatch[1] as string);
-    if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
+  }),
+  pageRoute(/^\/queues\/([^/]+)$/, async ({ admin, liveTopics, series }, { url, ctx, page }, [segment]) => {
+    const queue = queueOf(segment);
     const range = rangeOf(url);
     const [overview, stats, limits, pausedKeys] = await Promise.all([
       admin.overview(),
@@ -66,66 +70,59 @@ export async function queuePages(rt: DashboardRuntime, r: PageRequest): Promise<
         },
       ),
     );
-  }
-  if (rel === "/charts") {
+  }),
+  pageRoute("/charts", async ({ series, send }, { res, url }) => {
     const queue = param(url, "queue");
     if (queue && !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
     const range = rangeOf(url);
     send(res, 200, chartsBlock(range, queue, await series(queue || undefined, range)));
-    return true;
-  }
-  return false;
-}
-
-/** The queue actions; false when `rel` is none of them. */
-export async function queueActions(rt: DashboardRuntime, r: ActionRequest): Promise<boolean> {
-  const { admin } = rt;
-  const { rel, form, done, record } = r;
-  let m = /^\/queues\/([^/]+)\/(limits|keys\/pause|keys\/resume)$/.exec(rel);
-  if (m) {
-    const queue = decodePathSegment(m[1] as string);
-    if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
-    try {
-      if (m[2] === "limits") {
-        const limits = limitsOf(form);
-        await admin.setQueueLimits(queue, limits);
-        await record("queue limits", `queue ${queue}`, { limits });
-        return done(`Limits of ${queue} saved.`);
+  }),
+  actionRoute(
+    /^\/queues\/([^/]+)\/(limits|keys\/pause|keys\/resume)$/,
+    async ({ admin }, { form, done, record }, [segment, verb]) => {
+      const queue = queueOf(segment);
+      try {
+        if (verb === "limits") {
+          const limits = limitsOf(form);
+          await admin.setQueueLimits(queue, limits);
+          await record("queue limits", `queue ${queue}`, { limits });
+          return done(`Limits of ${queue} saved.`);
+        }
+        const key = formParam(form, "key");
+        if (verb === "keys/pause") {
+          const until = await admin.pauseKey(queue, key || null, (formParam(form, "for") || "10m") as Duration);
+          await record("key pause", `queue ${queue}`, { key: key || null, until: until.toISOString() });
+          return done(`${key ? `Key ${key}` : "The whole queue"} of ${queue} is paused until ${until.toISOString()}.`);
+        }
+        const resumed = await admin.resumeKey(queue, key || null);
+        await record("key resume", `queue ${queue}`, { key: key || null, resumed });
+        return done(
+          resumed ? `${key ? `Key ${key}` : "The queue-wide pause"} of ${queue} is resumed.` : "It was not paused.",
+        );
+      } catch (error) {
+        if (error instanceof ValidationError) return done(error.message, "err");
+        throw error;
       }
-      const key = formParam(form, "key");
-      if (m[2] === "keys/pause") {
-        const until = await admin.pauseKey(queue, key || null, (formParam(form, "for") || "10m") as Duration);
-        await record("key pause", `queue ${queue}`, { key: key || null, until: until.toISOString() });
-        return done(`${key ? `Key ${key}` : "The whole queue"} of ${queue} is paused until ${until.toISOString()}.`);
+    },
+  ),
+  actionRoute(
+    /^\/queues\/([^/]+)\/(pause|resume|retry-dead)$/,
+    async ({ admin }, { done, record }, [segment, verb]) => {
+      const queue = queueOf(segment);
+      await record(`queue ${verb}`, `queue ${queue}`);
+      if (verb === "pause") {
+        await admin.pauseQueue(queue);
+        return done(`Queue ${queue} is paused: running jobs finish, nothing new is claimed.`);
       }
-      const resumed = await admin.resumeKey(queue, key || null);
-      await record("key resume", `queue ${queue}`, { key: key || null, resumed });
-      return done(
-        resumed ? `${key ? `Key ${key}` : "The queue-wide pause"} of ${queue} is resumed.` : "It was not paused.",
-      );
-    } catch (error) {
-      if (error instanceof ValidationError) return done(error.message, "err");
-      throw error;
-    }
-  }
-  m = /^\/queues\/([^/]+)\/(pause|resume|retry-dead)$/.exec(rel);
-  if (m) {
-    const queue = decodePathSegment(m[1] as string);
-    if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
-    await record(`queue ${m[2]}`, `queue ${queue}`);
-    if (m[2] === "pause") {
-      await admin.pauseQueue(queue);
-      return done(`Queue ${queue} is paused: running jobs finish, nothing new is claimed.`);
-    }
-    if (m[2] === "resume") {
-      await admin.resumeQueue(queue);
-      return done(`Queue ${queue} is active again.`);
-    }
-    const n = await admin.retryDead(queue);
-    return done(`${n} dead job(s) in ${queue} are pending again.`);
-  }
-  return false;
-}
+      if (verb === "resume") {
+        await admin.resumeQueue(queue);
+        return done(`Queue ${queue} is active again.`);
+      }
+      const n = await admin.retryDead(queue);
+      return done(`${n} dead job(s) in ${queue} are pending again.`);
+    },
+  ),
+];
 
 /** Chart series, shared by every viewer for 15 s (a page's charts reload every 30 s). */
 export function sharedSeries(admin: Admin): (queue: string | undefined, range: StatsRange) => Promise<StatsPoint[]> {

@@ -7,20 +7,18 @@
 import { redactUrlPaths } from "../../core/secrets.js";
 import { isId, NAME_PATTERN } from "../../core/validate.js";
 import { decodePathSegment, formParam, HttpError, param } from "./request.js";
-import type { ActionRequest, DashboardRuntime, PageRequest } from "./routes.js";
+import { actionRoute, pageRoute, type Route } from "./routes.js";
 import { auditPage, cronPage, outboxPage, workersPage } from "./views.js";
 
-/** The system pages; false when `rel` is none of them. */
-export async function systemPages(rt: DashboardRuntime, r: PageRequest): Promise<boolean> {
-  const { skipq, admin, redactError, liveTopics, workersInFlight } = rt;
-  const { rel, url, ctx, page } = r;
-  if (rel === "/audit") {
+/** The system pages and the cron and outbox actions. */
+export const systemRoutes: Route[] = [
+  pageRoute("/audit", async ({ skipq }, { url, ctx, page }) => {
     const before = param(url, "before");
     if (before && !isId(before)) throw new HttpError(400, "before must be an audit row id");
     const { rows } = await skipq.store.query(skipq.store.sql.dashboard.auditList, [before || null, 100]);
     return page(200, auditPage(ctx, rows, before, 100));
-  }
-  if (rel === "/outbox") {
+  }),
+  pageRoute("/outbox", async ({ skipq, redactError }, { ctx, page }) => {
     const sql = skipq.store.sql.dashboard;
     const [summary, keys] = await Promise.all([
       skipq.store.query(sql.outboxSummary),
@@ -32,25 +30,17 @@ export async function systemPages(rt: DashboardRuntime, r: PageRequest): Promise
       error: redactUrlPaths(redactError(k.error, { id: "outbox", queue: k.topic, kind: "outbox" }) ?? "") || null,
     }));
     return page(200, outboxPage({ ...ctx, refresh: 10 }, summary.rows[0], shown));
-  }
-  if (rel === "/cron") {
-    return page(200, cronPage({ ...ctx, refresh: 30 }, await admin.cronSchedules(), ctx.canAct !== false));
-  }
-  if (rel === "/workers") {
-    return page(200, workersPage({ ...ctx, refresh: 5, live: liveTopics("workers") }, await workersInFlight()));
-  }
-  return false;
-}
-
-/** The cron and outbox actions; false when `rel` is none of them. */
-export async function systemActions(rt: DashboardRuntime, r: ActionRequest): Promise<boolean> {
-  const { skipq, admin } = rt;
-  const { rel, form, done, record } = r;
-  const m = /^\/cron\/([^/]+)\/(pause|resume|run)$/.exec(rel);
-  if (m) {
-    const name = decodePathSegment(m[1] as string);
+  }),
+  pageRoute("/cron", async ({ admin }, { ctx, page }) =>
+    page(200, cronPage({ ...ctx, refresh: 30 }, await admin.cronSchedules(), ctx.canAct !== false)),
+  ),
+  pageRoute("/workers", async ({ liveTopics, workersInFlight }, { ctx, page }) =>
+    page(200, workersPage({ ...ctx, refresh: 5, live: liveTopics("workers") }, await workersInFlight())),
+  ),
+  actionRoute(/^\/cron\/([^/]+)\/(pause|resume|run)$/, async ({ admin }, { done, record }, [segment, verbText]) => {
+    const name = decodePathSegment(segment as string);
     if (name === undefined || !NAME_PATTERN.test(name)) throw new HttpError(400, "not a schedule name");
-    const verb = m[2] as "pause" | "resume" | "run";
+    const verb = verbText as "pause" | "resume" | "run";
     const found =
       verb === "pause"
         ? await admin.pauseCron(name)
@@ -66,8 +56,8 @@ export async function systemActions(rt: DashboardRuntime, r: ActionRequest): Pro
           ? `Schedule ${name} runs again from its next tick.`
           : `Schedule ${name} runs once at the next pass of a scheduler that declares it.`,
     );
-  }
-  if (rel === "/outbox/retry") {
+  }),
+  actionRoute("/outbox/retry", async ({ skipq }, { form, done, record }) => {
     const topic = formParam(form, "topic");
     const key = form.get("key") ?? "";
     if (!topic || key.length === 0 || key.length > 512)
@@ -75,6 +65,5 @@ export async function systemActions(rt: DashboardRuntime, r: ActionRequest): Pro
     const { rowCount } = await skipq.store.query(skipq.store.sql.dashboard.outboxRetryKey, [key, topic]);
     await record("outbox retry", `outbox ${topic}/${key}`.slice(0, 600), { events: rowCount ?? 0 });
     return done(`${rowCount ?? 0} event(s) of key ${key} are due now.`);
-  }
-  return false;
-}
+  }),
+];

@@ -2,7 +2,7 @@
  * The dashboard's pages, rendered on the server with the escaping `html` tag.
  * Every page works without JavaScript: actions are plain forms that POST with
  * a CSRF token, and pages whose content moves refresh themselves through a
- * <noscript> meta tag. With scripts on, one self-hosted script (assets.ts)
+ * <noscript> meta tag. With scripts on, one self-hosted script (client/live.js)
  * shows timestamps in the browser's time zone and keeps pages live over
  * server-sent events, reading the data-* marks here.
  * Every value shown comes through `html` (escaped) or a redactor first.
@@ -22,7 +22,7 @@ import { displayJson } from "../display.js";
 import type { HealthWarning } from "../health.js";
 import { statsCharts } from "./chart.js";
 import { html, raw, type SafeHtml } from "./html.js";
-import { action, csrfField, duration, firstLine, layout, type PageContext, time } from "./layout.js";
+import { action, csrfField, dataTable, duration, firstLine, layout, link, type PageContext, time } from "./layout.js";
 
 export function overviewPage(
   ctx: PageContext,
@@ -37,13 +37,13 @@ export function overviewPage(
   const here = `${ctx.base}/`;
   const rows = data.queues.map(
     (q) => html`<tr data-queue="${q.queue}" data-dead="${q.dead}" data-paused="${q.paused}">
-<td><a href="${ctx.base}/queues/${encodeURIComponent(q.queue)}">${q.queue}</a></td>
+<td><a href="${link(ctx.base, ["queues", q.queue])}">${q.queue}</a></td>
 <td class="n" data-f="pending">${q.pending}</td><td class="n" data-f="scheduled">${q.scheduled}</td><td class="n" data-f="waiting">${q.waiting}</td><td class="n" data-f="running">${q.running}</td>
-<td class="n">${q.dead > 0 ? html`<a href="${ctx.base}/dead?queue=${encodeURIComponent(q.queue)}">${q.dead}</a>` : "0"}</td>
+<td class="n">${q.dead > 0 ? html`<a href="${link(ctx.base, ["dead"], { queue: q.queue })}">${q.dead}</a>` : "0"}</td>
 <td class="n" data-f="completed">${q.completedLastHour}</td><td class="n">${duration(q.oldestPendingSeconds)}</td>
 <td>${q.paused ? html`<strong>paused</strong>` : "active"}</td>
-<td>${q.paused ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/resume`, "Resume", { back: here }) : action(ctx, `/queues/${encodeURIComponent(q.queue)}/pause`, "Pause", { back: here })}
-${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, `Retry ${q.dead} dead`, { back: here }) : ""}</td></tr>`,
+<td>${q.paused ? action(ctx, link("", ["queues", q.queue, "resume"]), "Resume", { back: here }) : action(ctx, link("", ["queues", q.queue, "pause"]), "Pause", { back: here })}
+${q.dead > 0 ? action(ctx, link("", ["queues", q.queue, "retry-dead"]), `Retry ${q.dead} dead`, { back: here }) : ""}</td></tr>`,
   );
   const warnings =
     data.warnings.length === 0 && !data.healthError
@@ -55,8 +55,13 @@ ${q.dead > 0 ? action(ctx, `/queues/${encodeURIComponent(q.queue)}/retry-dead`, 
   return layout(ctx, "Queues", [
     data.queues.length === 0
       ? html`<p class="muted">No jobs yet.</p>`
-      : html`<div class="scroll" tabindex="0" role="region" aria-label="Queues"><table id="queues" data-all><thead><tr><th>Queue</th><th>Pending</th><th>Scheduled</th><th>Waiting</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
-<tbody>${rows}</tbody></table></div>`,
+      : dataTable(
+          "Queues",
+          "queues",
+          html`<th>Queue</th><th>Pending</th><th>Scheduled</th><th>Waiting</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th>`,
+          rows,
+          { all: true },
+        ),
     html`<h2>Health</h2>${warnings}`,
     html`<h2>Last hour, all queues</h2>${chartsBlock("1h", "", data.stats)}`,
     html`<h2>Workers</h2>${workers}`,
@@ -84,19 +89,22 @@ export function queuePage(
   },
 ): SafeHtml {
   const q = data.overview;
-  const enc = encodeURIComponent(data.queue);
-  const here = `${ctx.base}/queues/${enc}`;
+  const here = link(ctx.base, ["queues", data.queue]);
   const tabs = (["1h", "24h", "7d"] as StatsRange[]).map(
     (r) => html`<a href="${here}?range=${r}"${r === data.range ? raw(' aria-current="page"') : ""}>${r}</a>`,
   );
   return layout(ctx, `Queue ${data.queue}`, [
     q
-      ? html`<div class="scroll" tabindex="0" role="region" aria-label="Queues"><table id="queues"><thead><tr><th>Pending</th><th>Scheduled</th><th>Waiting</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th></tr></thead>
-<tbody><tr data-queue="${q.queue}" data-dead="${q.dead}" data-paused="${q.paused}"><td class="n" data-f="pending">${q.pending}</td><td class="n" data-f="scheduled">${q.scheduled}</td>
+      ? dataTable(
+          "Queues",
+          "queues",
+          html`<th>Pending</th><th>Scheduled</th><th>Waiting</th><th>Running</th><th>Dead</th><th>Completed (1 h)</th><th>Oldest pending</th><th>State</th><th>Actions</th>`,
+          html`<tr data-queue="${q.queue}" data-dead="${q.dead}" data-paused="${q.paused}"><td class="n" data-f="pending">${q.pending}</td><td class="n" data-f="scheduled">${q.scheduled}</td>
 <td class="n" data-f="waiting">${q.waiting}</td><td class="n" data-f="running">${q.running}</td><td class="n">${q.dead}</td><td class="n" data-f="completed">${q.completedLastHour}</td><td class="n">${duration(q.oldestPendingSeconds)}</td>
 <td>${q.paused ? html`<strong>paused</strong>` : "active"}</td>
-<td>${q.paused ? action(ctx, `/queues/${enc}/resume`, "Resume", { back: here }) : action(ctx, `/queues/${enc}/pause`, "Pause", { back: here })}
-<a href="${ctx.base}/jobs?queue=${enc}">Jobs</a></td></tr></tbody></table></div>`
+<td>${q.paused ? action(ctx, link("", ["queues", data.queue, "resume"]), "Resume", { back: here }) : action(ctx, link("", ["queues", data.queue, "pause"]), "Pause", { back: here })}
+<a href="${link(ctx.base, ["jobs"], { queue: data.queue })}">Jobs</a></td></tr>`,
+        )
       : html`<p class="muted">No jobs in this queue now.</p>`,
     html`<h2>Statistics</h2><p class="tabs">Range: ${tabs}</p>${chartsBlock(data.range, data.queue, data.stats)}
 <p class="muted">From the maintainer's per-minute rollup (written by the leader every 20 s, kept 7 days).</p>`,
@@ -118,13 +126,12 @@ function limitsSection(
   keys: Array<{ key: string | null; pausedUntil: Date }>,
   canAct: boolean,
 ): SafeHtml {
-  const enc = encodeURIComponent(queue);
-  const here = `${ctx.base}/queues/${enc}`;
+  const here = link(ctx.base, ["queues", queue]);
   const num = (name: string, label: string, value: number | null | undefined, min: number, hint: string) =>
     html`<label>${label}<input name="${name}" type="number" min="${min}" max="1000000" value="${value ?? ""}" placeholder="${hint}"${canAct ? "" : raw(" disabled")}></label>`;
   const rate = limits?.rate;
   const form = html`<form id="limits" class="filters" method="post" action="${here}/limits" aria-label="Limits of ${queue}">
-${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}<input type="hidden" name="back" value="${here}">
+${csrfField(ctx)}<input type="hidden" name="back" value="${here}">
 ${num("concurrency", "Concurrency", limits?.concurrency, 1, "no limit")}${num("keyConcurrency", "Per-key concurrency", limits?.keyConcurrency, 1, "no limit")}
 ${num("rateLimit", "Rate: starts", rate?.limit, 1, "no limit")}
 <label>Rate: per window<input name="rateWindow" value="${rate ? `${rate.window}ms` : ""}" placeholder="1m"${canAct ? "" : raw(" disabled")}></label>
@@ -135,7 +142,7 @@ ${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
 <p class="muted">An empty field removes that limit. Workers apply a change within a moment (a notification, else their 5 s refresh).</p>`;
   const rows = keys.map(
     (k) => html`<tr><td>${k.key ?? html`<em>whole queue</em>`}</td><td>${time(k.pausedUntil)}</td>
-<td>${canAct ? action(ctx, `/queues/${enc}/keys/resume`, "Resume", { key: k.key ?? "", back: here }) : ""}</td></tr>`,
+<td>${canAct ? action(ctx, link("", ["queues", queue, "keys", "resume"]), "Resume", { key: k.key ?? "", back: here }) : ""}</td></tr>`,
   );
   const summary = html`<dl id="limits"><dt>Concurrency</dt><dd>${limits?.concurrency ?? "no limit"}</dd><dt>Per-key concurrency</dt><dd>${limits?.keyConcurrency ?? "no limit"}</dd>
 <dt>Rate</dt><dd>${rate ? `${rate.limit} starts per ${rate.window} ms${rate.perKey ? ", per key" : ""}` : "no limit"}</dd>
@@ -143,10 +150,15 @@ ${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
   return html`<h2>Limits</h2>${canAct ? form : summary}<h2>Paused keys</h2>${
     keys.length === 0
       ? html`<p class="muted">No key is paused.</p>`
-      : html`<div class="scroll" tabindex="0" role="region" aria-label="Paused keys"><table id="paused-keys"><thead><tr><th>Key</th><th>Paused until</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${rows}</tbody></table></div>`
+      : dataTable(
+          "Paused keys",
+          "paused-keys",
+          html`<th>Key</th><th>Paused until</th><th><span class="skip-label">Actions</span></th>`,
+          rows,
+        )
   }${
     canAct
-      ? html`<form class="filters" method="post" action="${here}/keys/pause" aria-label="Pause a key">${ctx.csrf === undefined ? "" : csrfField(ctx.csrf)}
+      ? html`<form class="filters" method="post" action="${here}/keys/pause" aria-label="Pause a key">${csrfField(ctx)}
 <input type="hidden" name="back" value="${here}"><label>Key (empty: whole queue)<input name="key"></label><label>For<input name="for" value="10m" placeholder="10m"></label>
 <button type="submit">Pause key</button></form>`
       : ""
@@ -156,18 +168,17 @@ ${canAct ? html`<button type="submit">Save limits</button>` : ""}</form>
 export function cronPage(ctx: PageContext, schedules: CronScheduleRow[], canAct: boolean): SafeHtml {
   const here = `${ctx.base}/cron`;
   const rows = schedules.map((c) => {
-    const enc = encodeURIComponent(c.name);
     return html`<tr data-cron="${c.name}"><td>${c.name}</td><td><code>${c.expression}</code>${c.timezone ? ` (${c.timezone})` : ""}</td>
-<td><a href="${ctx.base}/queues/${encodeURIComponent(c.queue)}">${c.queue}</a></td><td>${c.kind}</td>
+<td><a href="${link(ctx.base, ["queues", c.queue])}">${c.queue}</a></td><td>${c.kind}</td>
 <td>${time(c.lastTick)}${c.lastJobId ? html` · <a href="${ctx.base}/jobs/${c.lastJobId}">#${c.lastJobId}</a>` : ""}</td>
 <td>${c.pausedAt ? html`<span class="muted">paused</span>` : time(c.nextTick)}</td>
 <td>${c.pausedAt ? html`<strong>paused</strong> since ${time(c.pausedAt)}` : "active"}${c.runRequestedAt ? html`<br><span class="muted">run requested ${time(c.runRequestedAt)}</span>` : ""}</td>
 <td>${
       canAct
-        ? html`${action(ctx, `/cron/${enc}/run`, "Run now", { back: here })} ${
+        ? html`${action(ctx, link("", ["cron", c.name, "run"]), "Run now", { back: here })} ${
             c.pausedAt
-              ? action(ctx, `/cron/${enc}/resume`, "Resume", { back: here })
-              : action(ctx, `/cron/${enc}/pause`, "Pause", { back: here })
+              ? action(ctx, link("", ["cron", c.name, "resume"]), "Resume", { back: here })
+              : action(ctx, link("", ["cron", c.name, "pause"]), "Pause", { back: here })
           }`
         : ""
     }</td></tr>`;
@@ -175,7 +186,12 @@ export function cronPage(ctx: PageContext, schedules: CronScheduleRow[], canAct:
   return layout(ctx, "Cron schedules", [
     schedules.length === 0
       ? html`<p class="muted">No schedules: they appear once a worker with a Scheduler declares them.</p>`
-      : html`<div class="scroll" tabindex="0" role="region" aria-label="Cron schedules"><table id="cron"><thead><tr><th>Name</th><th>Expression</th><th>Queue</th><th>Kind</th><th>Last tick</th><th>Next tick</th><th>State</th><th>Actions</th></tr></thead><tbody>${rows}</tbody></table></div>`,
+      : dataTable(
+          "Cron schedules",
+          "cron",
+          html`<th>Name</th><th>Expression</th><th>Queue</th><th>Kind</th><th>Last tick</th><th>Next tick</th><th>State</th><th>Actions</th>`,
+          rows,
+        ),
     html`<p class="muted">"Run now" is enqueued by the next pass of a scheduler that declares the schedule (its payload lives in code). A paused schedule skips its ticks until resumed.</p>`,
   ]);
 }
@@ -184,19 +200,24 @@ export function cronPage(ctx: PageContext, schedules: CronScheduleRow[], canAct:
 export function workersTable(ctx: PageContext, workers: Array<WorkerPresence & { inFlight?: InFlight[] }>): SafeHtml {
   if (workers.length === 0)
     return html`<p class="muted" id="no-workers">No live workers have reported in (workers record themselves every 10 s).</p>`;
-  return html`<div class="scroll" tabindex="0" role="region" aria-label="Workers"><table id="workers"><thead><tr><th>Worker</th><th>Host</th><th>Queues</th><th>Kinds</th><th>In flight</th><th>Last seen</th></tr></thead><tbody>${workers.map(
-    (w) =>
-      html`<tr data-worker="${w.id}"><td>${w.id}</td><td>${w.hostname ?? "—"}${w.pid ? ` · ${w.pid}` : ""}</td><td>${w.queues.join(", ")}</td><td>${w.kinds.join(", ")}</td>
+  return dataTable(
+    "Workers",
+    "workers",
+    html`<th>Worker</th><th>Host</th><th>Queues</th><th>Kinds</th><th>In flight</th><th>Last seen</th>`,
+    html`${workers.map(
+      (w) =>
+        html`<tr data-worker="${w.id}"><td>${w.id}</td><td>${w.hostname ?? "—"}${w.pid ? ` · ${w.pid}` : ""}</td><td>${w.queues.join(", ")}</td><td>${w.kinds.join(", ")}</td>
 <td data-f="inflight">${
-        w.inFlight === undefined
-          ? html`<span class="muted">—</span>`
-          : w.inFlight.length === 0
-            ? "idle"
-            : w.inFlight.map(
-                (j, i) => html`${i > 0 ? ", " : ""}<a href="${ctx.base}/jobs/${j.id}">${j.kind} #${j.id}</a>`,
-              )
-      }</td><td>${time(w.last_seen_at)}</td></tr>`,
-  )}</tbody></table></div>`;
+          w.inFlight === undefined
+            ? html`<span class="muted">—</span>`
+            : w.inFlight.length === 0
+              ? "idle"
+              : w.inFlight.map(
+                  (j, i) => html`${i > 0 ? ", " : ""}<a href="${ctx.base}/jobs/${j.id}">${j.kind} #${j.id}</a>`,
+                )
+        }</td><td>${time(w.last_seen_at)}</td></tr>`,
+    )}`,
+  );
 }
 
 export interface InFlight {
@@ -220,7 +241,7 @@ export function deadPage(
   groups: DeadGroup[],
   errorOf: (group: DeadGroup) => string | null,
 ): SafeHtml {
-  const here = `${ctx.base}/dead${queue ? `?queue=${encodeURIComponent(queue)}` : ""}`;
+  const here = link(ctx.base, ["dead"], { queue });
   const rows = groups.map(
     (
       g,
@@ -231,11 +252,16 @@ export function deadPage(
   return layout(ctx, queue ? `Dead jobs in ${queue}` : "Dead jobs", [
     html`<form class="filters" method="get" action="${ctx.base}/dead"><input name="queue" placeholder="queue" value="${queue}"><button type="submit">Filter</button></form>`,
     queue
-      ? html`<p>${action(ctx, `/queues/${encodeURIComponent(queue)}/retry-dead`, `Retry every dead job in ${queue}`, { back: here })}</p>`
+      ? html`<p>${action(ctx, link("", ["queues", queue, "retry-dead"]), `Retry every dead job in ${queue}`, { back: here })}</p>`
       : "",
     groups.length === 0
       ? html`<p class="muted">No dead jobs.</p>`
-      : html`<div class="scroll" tabindex="0" role="region" aria-label="Dead jobs"><table id="dead"><thead><tr><th>Queue</th><th>Kind</th><th>Fingerprint</th><th>Jobs</th><th>Last seen</th><th>Latest</th><th>Error</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${rows}</tbody></table></div>`,
+      : dataTable(
+          "Dead jobs",
+          "dead",
+          html`<th>Queue</th><th>Kind</th><th>Fingerprint</th><th>Jobs</th><th>Last seen</th><th>Latest</th><th>Error</th><th><span class="skip-label">Actions</span></th>`,
+          rows,
+        ),
   ]);
 }
 
@@ -261,13 +287,18 @@ export function outboxPage(
     }.</p>`,
     keys.length === 0
       ? html`<p class="muted">Nothing waits: every event was delivered.</p>`
-      : html`<div class="scroll" tabindex="0" role="region" aria-label="Outbox keys"><table id="outbox"><thead><tr><th>Topic</th><th>Key</th><th>Backlog</th><th>Oldest</th><th>Attempts</th><th>Next try</th><th>Error</th><th><span class="skip-label">Actions</span></th></tr></thead><tbody>${keys.map(
-          (
-            k,
-          ) => html`<tr data-key="${k.key}"><td>${k.topic}</td><td><code>${k.key}</code></td><td class="n">${k.backlog}</td><td>${time(k.oldest)}</td>
+      : dataTable(
+          "Outbox keys",
+          "outbox",
+          html`<th>Topic</th><th>Key</th><th>Backlog</th><th>Oldest</th><th>Attempts</th><th>Next try</th><th>Error</th><th><span class="skip-label">Actions</span></th>`,
+          html`${keys.map(
+            (
+              k,
+            ) => html`<tr data-key="${k.key}"><td>${k.topic}</td><td><code>${k.key}</code></td><td class="n">${k.backlog}</td><td>${time(k.oldest)}</td>
 <td class="n">${k.attempts}</td><td>${time(k.next_try)}</td><td>${firstLine(k.error)}</td>
 <td>${k.attempts > 0 ? action(ctx, "/outbox/retry", "Retry now", { topic: k.topic, key: k.key, back: here }) : ""}</td></tr>`,
-        )}</tbody></table></div>`,
+          )}`,
+        ),
     html`<p class="muted">Failing keys first. A key's events go out in order, so one failing event holds its key back; "Retry now" makes its events due at once.</p>`,
   ]);
 }
@@ -290,11 +321,16 @@ export function auditPage(ctx: PageContext, rows: AuditRow[], before: string, li
     html`<p class="muted">Every dashboard action, sign-in and sign-out: who, what, when and from where. Failed sign-ins go to the server log only.</p>`,
     rows.length === 0
       ? html`<p class="muted">Nothing recorded yet.</p>`
-      : html`<div class="scroll" tabindex="0" role="region" aria-label="Audit"><table id="audit"><thead><tr><th>When</th><th>Who</th><th>Role</th><th>What</th><th>Target</th><th>Details</th><th>From</th></tr></thead><tbody>${rows.map(
-          (r) =>
-            html`<tr><td>${time(r.at)}</td><td>${r.principal}</td><td>${r.role}</td><td>${r.action}</td><td>${r.target ?? "—"}</td>
+      : dataTable(
+          "Audit",
+          "audit",
+          html`<th>When</th><th>Who</th><th>Role</th><th>What</th><th>Target</th><th>Details</th><th>From</th>`,
+          html`${rows.map(
+            (r) =>
+              html`<tr><td>${time(r.at)}</td><td>${r.principal}</td><td>${r.role}</td><td>${r.action}</td><td>${r.target ?? "—"}</td>
 <td>${r.detail === null ? "—" : html`<code>${displayJson(r.detail)}</code>`}</td><td>${r.client ?? "—"}<br><span class="muted">${r.user_agent ?? ""}</span></td></tr>`,
-        )}</tbody></table></div>`,
+          )}`,
+        ),
     html`<p>${before ? html`<a href="${ctx.base}/audit">« newest</a> ` : ""}${last && rows.length === limit ? html`<a href="${ctx.base}/audit?before=${last.id}" rel="next">older »</a>` : ""}</p>`,
   ]);
 }

@@ -1,7 +1,8 @@
-/**
+/*
  * The dashboard's one script, served from `<base>/assets/live.js` (the page's
- * Content-Security-Policy allows scripts from 'self' only: nothing inline,
- * nothing from elsewhere). It makes pages live and nothing else: every page
+ * Content-Security-Policy allows only the dashboard's own scripts, 'self':
+ * nothing inline, nothing from elsewhere; scripts/dashboard-assets.mjs builds this
+ * file's text into clientAssets.ts). It makes pages live and nothing else: every page
  * works without it (forms post, links navigate, and pages without the script
  * refresh themselves through a <noscript> meta tag).
  *
@@ -19,8 +20,9 @@
  * reloaded from <base>/charts every 30 s (the server shares them for 15 s). Everything
  * it writes goes through textContent or the server's own escaped markup.
  */
-export const LIVE_JS = `"use strict";
-(function () {
+// biome-ignore lint/suspicious/noRedundantUseStrict: a classic script (<script src defer>), not a module: not strict without it
+"use strict";
+(() => {
   var body = document.body;
   var base = body.getAttribute("data-base") || "";
   var live = (body.getAttribute("data-live") || "").split(",").filter(Boolean);
@@ -28,25 +30,37 @@ export const LIVE_JS = `"use strict";
   // Local times: "2026-01-31 10:00:00 GMT+1" for the server's "2026-01-31 09:00:00Z", which moves to the title.
   var fmt = null;
   try {
-    fmt = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit",
-      minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short" });
-  } catch (e) { fmt = null; }
+    fmt = new Intl.DateTimeFormat(undefined, {
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+      hourCycle: "h23",
+      timeZoneName: "short",
+    });
+  } catch {
+    fmt = null;
+  }
   function localTimes(root) {
-    if (!fmt || !fmt.formatToParts || !root) return;
+    if (!fmt?.formatToParts || !root) return;
     var els = root.querySelectorAll("time[datetime]:not([data-local]), text[data-datetime]:not([data-local])");
-    Array.prototype.forEach.call(els, function (el) {
+    Array.prototype.forEach.call(els, (el) => {
       var d = new Date(el.getAttribute("datetime") || el.getAttribute("data-datetime"));
-      if (isNaN(d.getTime())) return;
+      if (Number.isNaN(d.getTime())) return;
       var p = {};
-      fmt.formatToParts(d).forEach(function (x) { p[x.type] = x.value; });
+      fmt.formatToParts(d).forEach((x) => {
+        p[x.type] = x.value;
+      });
       var utc = el.textContent;
       if (el.tagName.toLowerCase() === "text") {
         // A chart's axis label: as short as the server's ("09:14Z" or "01-31 09:14Z").
-        el.textContent = (utc.indexOf("-") >= 0 ? p.month + "-" + p.day + " " : "") + p.hour + ":" + p.minute + " " + p.timeZoneName;
+        el.textContent = `${utc.indexOf("-") >= 0 ? `${p.month}-${p.day} ` : ""}${p.hour}:${p.minute} ${p.timeZoneName}`;
       } else {
-        el.textContent = p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute + ":" + p.second + " " + p.timeZoneName;
-        var was = el.getAttribute("title");
-        el.setAttribute("title", utc + (was ? " · " + was : ""));
+        el.textContent = `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
+        const was = el.getAttribute("title");
+        el.setAttribute("title", utc + (was ? ` · ${was}` : ""));
       }
       el.setAttribute("data-local", "");
     });
@@ -58,9 +72,10 @@ export const LIVE_JS = `"use strict";
   var es = null;
   var watching = "";
   function watchedIds() {
-    return Array.prototype.map.call(document.querySelectorAll("[data-watch-job]"), function (el) {
-      return el.getAttribute("data-watch-job");
-    }).slice(0, 200).join(",");
+    return Array.prototype.map
+      .call(document.querySelectorAll("[data-watch-job]"), (el) => el.getAttribute("data-watch-job"))
+      .slice(0, 200)
+      .join(",");
   }
   function state(text, ok) {
     if (!badge) return;
@@ -73,9 +88,13 @@ export const LIVE_JS = `"use strict";
     params.set("topics", live.join(","));
     watching = watchedIds();
     if (watching) params.set("jobs", watching);
-    es = new EventSource(base + "/events?" + params.toString());
-    es.onopen = function () { state("live", true); };
-    es.onerror = function () { state("reconnecting", false); };
+    es = new EventSource(`${base}/events?${params.toString()}`);
+    es.onopen = () => {
+      state("live", true);
+    };
+    es.onerror = () => {
+      state("reconnecting", false);
+    };
     es.addEventListener("queues", onQueues);
     es.addEventListener("job", onJob);
     es.addEventListener("enqueued", onEnqueued);
@@ -86,18 +105,24 @@ export const LIVE_JS = `"use strict";
   var lastSwap = 0;
   function selecting() {
     var a = document.activeElement;
-    return document.querySelector("input[name=ids]:checked") !== null ||
-      (a && a.closest && a.closest("main form[method=post]") !== null && a.tagName !== "BUTTON");
+    return (
+      document.querySelector("input[name=ids]:checked") !== null ||
+      (a && a.closest && a.closest("main form[method=post]") !== null && a.tagName !== "BUTTON")
+    );
   }
   // Fetches this page again and swaps its <main>: at most once a second.
   function refresh() {
     if (pending) return;
     var wait = Math.max(0, 1000 - (Date.now() - lastSwap));
-    pending = setTimeout(function () {
-      if (selecting()) { pending = null; notice(); return; }
+    pending = setTimeout(() => {
+      if (selecting()) {
+        pending = null;
+        notice();
+        return;
+      }
       fetch(location.href, { credentials: "same-origin", headers: { "x-skipq-live": "1" } })
-        .then(function (r) { return r.ok ? r.text() : null; })
-        .then(function (text) {
+        .then((r) => (r.ok ? r.text() : null))
+        .then((text) => {
           pending = null;
           lastSwap = Date.now();
           if (!text) return;
@@ -105,17 +130,22 @@ export const LIVE_JS = `"use strict";
           var next = doc.querySelector("main");
           var here = document.querySelector("main");
           if (!next || !here) return;
-          var focusId = document.activeElement && document.activeElement.id;
+          var focusId = document.activeElement?.id;
           // The outcome of the action that led here stays on the page (its cookie is gone from the new one).
           var flash = here.querySelector("[role=status]");
           var heading = next.querySelector("h1");
           if (flash && !next.querySelector("[role=status]") && heading) heading.after(flash);
           here.replaceWith(document.adoptNode(next));
           localTimes(next);
-          if (focusId) { var f = document.getElementById(focusId); if (f) f.focus(); }
+          if (focusId) {
+            const f = document.getElementById(focusId);
+            if (f) f.focus();
+          }
           if (watchedIds() !== watching) connect();
         })
-        .catch(function () { pending = null; });
+        .catch(() => {
+          pending = null;
+        });
     }, wait);
   }
   function notice() {
@@ -123,7 +153,7 @@ export const LIVE_JS = `"use strict";
     if (n) n.hidden = false;
   }
   function set(scope, field, value) {
-    var el = scope.querySelector("[data-f=" + field + "]");
+    var el = scope.querySelector(`[data-f=${field}]`);
     if (el && el.textContent !== String(value)) el.textContent = String(value);
   }
   function cell(tr, text) {
@@ -133,7 +163,11 @@ export const LIVE_JS = `"use strict";
     return td;
   }
   function when(iso) {
-    return iso ? String(iso).replace("T", " ").replace(/\\.\\d+Z$/, "Z") : "—";
+    return iso
+      ? String(iso)
+          .replace("T", " ")
+          .replace(/\.\d+Z$/, "Z")
+      : "—";
   }
 
   function onQueues(e) {
@@ -142,25 +176,37 @@ export const LIVE_JS = `"use strict";
     if (!table) return;
     // The overview lists every queue (a new one needs new rows); a queue's page shows its own row only.
     var all = table.hasAttribute("data-all");
-    if (all && table.querySelectorAll("tr[data-queue]").length !== rows.length) { refresh(); return; }
-    rows.forEach(function (q) {
-      var tr = table.querySelector('tr[data-queue="' + CSS.escape(q.queue) + '"]');
-      if (!tr) { if (all) refresh(); return; }
+    if (all && table.querySelectorAll("tr[data-queue]").length !== rows.length) {
+      refresh();
+      return;
+    }
+    rows.forEach((q) => {
+      var tr = table.querySelector(`tr[data-queue="${CSS.escape(q.queue)}"]`);
+      if (!tr) {
+        if (all) refresh();
+        return;
+      }
       set(tr, "pending", q.pending);
       set(tr, "scheduled", q.scheduled);
       set(tr, "running", q.running);
       set(tr, "completed", q.completedLastHour);
-      if ((tr.getAttribute("data-dead") || "0") !== String(q.dead) ||
-          (tr.getAttribute("data-paused") === "true") !== q.paused) refresh();
+      if (
+        (tr.getAttribute("data-dead") || "0") !== String(q.dead) ||
+        (tr.getAttribute("data-paused") === "true") !== q.paused
+      )
+        refresh();
     });
   }
 
   function onJob(e) {
     var job = JSON.parse(e.data);
-    var els = document.querySelectorAll('[data-watch-job="' + job.id + '"]');
-    Array.prototype.forEach.call(els, function (el) {
-      if (job.gone || el.getAttribute("data-status") !== job.status) { refresh(); return; }
-      set(el, "attempts", job.attempts + "/" + job.max_attempts);
+    var els = document.querySelectorAll(`[data-watch-job="${job.id}"]`);
+    Array.prototype.forEach.call(els, (el) => {
+      if (job.gone || el.getAttribute("data-status") !== job.status) {
+        refresh();
+        return;
+      }
+      set(el, "attempts", `${job.attempts}/${job.max_attempts}`);
       set(el, "locked_by", job.locked_by || "—");
     });
   }
@@ -176,29 +222,35 @@ export const LIVE_JS = `"use strict";
   // The workers table is drawn here from the event (no request of its own).
   function onWorkers(e) {
     var tbody = document.querySelector("#workers tbody");
-    if (!tbody) { if (document.getElementById("no-workers")) refresh(); return; }
+    if (!tbody) {
+      if (document.getElementById("no-workers")) refresh();
+      return;
+    }
     var workers = JSON.parse(e.data);
-    if (workers.length === 0) { refresh(); return; }
-    var rows = workers.map(function (w) {
+    if (workers.length === 0) {
+      refresh();
+      return;
+    }
+    var rows = workers.map((w) => {
       var tr = document.createElement("tr");
       tr.setAttribute("data-worker", w.id);
       cell(tr, w.id);
-      cell(tr, (w.hostname || "—") + (w.pid ? " · " + w.pid : ""));
+      cell(tr, (w.hostname || "—") + (w.pid ? ` · ${w.pid}` : ""));
       cell(tr, w.queues.join(", "));
       cell(tr, w.kinds.join(", "));
       var inflight = cell(tr);
       inflight.setAttribute("data-f", "inflight");
       if (w.inFlight.length === 0) inflight.textContent = "idle";
-      w.inFlight.forEach(function (j, i) {
+      w.inFlight.forEach((j, i) => {
         if (i > 0) inflight.appendChild(document.createTextNode(", "));
         var a = document.createElement("a");
-        a.href = base + "/jobs/" + j.id;
-        a.textContent = j.kind + " #" + j.id;
+        a.href = `${base}/jobs/${j.id}`;
+        a.textContent = `${j.kind} #${j.id}`;
         inflight.appendChild(a);
       });
       var seen = cell(tr);
       if (w.last_seen_at) {
-        var t = document.createElement("time");
+        const t = document.createElement("time");
         t.setAttribute("datetime", w.last_seen_at);
         t.textContent = when(w.last_seen_at);
         seen.appendChild(t);
@@ -210,21 +262,25 @@ export const LIVE_JS = `"use strict";
   }
 
   // Charts come from the maintainer's per-minute rollup: reloaded every 30 s while the tab is visible.
-  setInterval(function () {
+  setInterval(() => {
     if (document.visibilityState !== "visible") return;
-    Array.prototype.forEach.call(document.querySelectorAll("[data-charts]"), function (el) {
-      fetch(base + "/charts?" + el.getAttribute("data-charts"), { credentials: "same-origin" })
-        .then(function (r) { return r.ok ? r.text() : null; })
-        .then(function (text) {
+    Array.prototype.forEach.call(document.querySelectorAll("[data-charts]"), (el) => {
+      fetch(`${base}/charts?${el.getAttribute("data-charts")}`, { credentials: "same-origin" })
+        .then((r) => (r.ok ? r.text() : null))
+        .then((text) => {
           if (!text) return;
           var next = new DOMParser().parseFromString(text, "text/html").querySelector("[data-charts]");
-          if (next) { el.replaceWith(document.adoptNode(next)); localTimes(next); }
+          if (next) {
+            el.replaceWith(document.adoptNode(next));
+            localTimes(next);
+          }
         })
-        .catch(function () {});
+        .catch(() => {});
     });
   }, 30000);
 
   connect();
-  addEventListener("pagehide", function () { if (es) es.close(); });
+  addEventListener("pagehide", () => {
+    if (es) es.close();
+  });
 })();
-`;
