@@ -7,11 +7,15 @@
 import { describe, expectTypeOf, test } from "vitest";
 import type { ListedJob } from "../../src/db/adminStore.js";
 import type { AreaStores } from "../../src/db/areaStores.js";
-import type { CronRow } from "../../src/db/cronStore.js";
+import type { CronLockedRow, CronRow } from "../../src/db/cronStore.js";
 import type { QueueLimitsRow } from "../../src/db/flowStore.js";
+import type { Queryable } from "../../src/db/queryable.js";
+import type { SagaRow, SagaStore, SagaStuckRow } from "../../src/db/sagaStore.js";
 import type { JobRow } from "../../src/index.js";
 
 declare const stores: AreaStores;
+declare const sagas: SagaStore;
+declare const tx: Queryable;
 
 describe("named parameters", () => {
   test("a positional list, a wrong name or a missing one does not compile", () => {
@@ -35,6 +39,45 @@ describe("named parameters", () => {
       ratePerKey: false,
       fairness: null,
     });
+    // @ts-expect-error lastTick, not tick
+    void stores.cron.cronAdvance({ name: "a", tick: new Date(), lastJobId: null }, tx);
+    // @ts-expect-error a pass's lock runs in its transaction
+    void stores.cron.cronLock({ names: ["a"], now: null });
+    // @ts-expect-error the schedules' names are a list
+    void stores.cron.cronLock({ names: "a", now: null }, tx);
+    // @ts-expect-error positional values are gone
+    void sagas.sagaSetJob("5", "40", tx);
+    void sagas.sagaTransition(
+      {
+        sagaId: "5",
+        // @ts-expect-error not a saga status
+        fromStatus: "done",
+        fromStep: 0,
+        patchStep: 0,
+        patch: "{}",
+        toStatus: "completed",
+        toStep: 0,
+        toJobId: null,
+        error: null,
+        guardJobId: null,
+      },
+      tx,
+    );
+    void sagas.sagaTransition(
+      // @ts-expect-error a transition names its guard (null: none)
+      {
+        sagaId: "5",
+        fromStatus: "running",
+        fromStep: 0,
+        patchStep: 0,
+        patch: "{}",
+        toStatus: "completed",
+        toStep: 0,
+        toJobId: null,
+        error: null,
+      },
+      tx,
+    );
   });
 });
 
@@ -46,6 +89,11 @@ describe("typed rows", () => {
     expectTypeOf(stores.flow.queueGetLimits).returns.resolves.toEqualTypeOf<QueueLimitsRow[]>();
     expectTypeOf(stores.cron.cronList).returns.resolves.toEqualTypeOf<CronRow[]>();
     expectTypeOf(stores.cron.dbNow).returns.resolves.toEqualTypeOf<Date>();
+    expectTypeOf(stores.cron.cronLock).returns.resolves.toEqualTypeOf<CronLockedRow[]>();
+    expectTypeOf(sagas.sagaInsert).returns.resolves.toEqualTypeOf<string>();
+    expectTypeOf(sagas.sagaGet).returns.resolves.toEqualTypeOf<SagaRow | undefined>();
+    expectTypeOf(sagas.sagaTransition).returns.resolves.toEqualTypeOf<boolean>();
+    expectTypeOf(sagas.sagaStuck).returns.resolves.toEqualTypeOf<SagaStuckRow[]>();
     expectTypeOf(stores.ops.throughputLastHour).returns.resolves.toEqualTypeOf<
       Array<{ minutes_ago: number; n: number }>
     >();
