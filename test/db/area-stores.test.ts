@@ -1,14 +1,18 @@
 /**
- * The typed stores of the operator's areas (src/db/areaStores.ts) put each
- * named parameter at the `$n` its statement's SQL compares it with, read off
- * the statement's text — so a swapped pair inside a store fails here, not
- * only as a wrong result somewhere downstream. No database: a pool that
- * records what it is sent (the integration tests run the same calls for real).
+ * The typed stores (the operator's areas of src/db/areaStores.ts, and the
+ * cron pass's, sagas', retention's and the outbox's) put each named
+ * parameter at the `$n` its statement's SQL compares it with, read off the
+ * statement's text — so a swapped pair inside a store fails here, not only
+ * as a wrong result somewhere downstream. No database: a pool that records
+ * what it is sent (the integration tests run the same calls for real).
  */
 import type pg from "pg";
 import { expect, test } from "vitest";
 import type { JobFilterParams } from "../../src/db/adminStore.js";
 import { AreaStores } from "../../src/db/areaStores.js";
+import { HistoryStore } from "../../src/db/historyStore.js";
+import { JobFeatureStore } from "../../src/db/jobFeatureStore.js";
+import { OutboxStore } from "../../src/db/outboxStore.js";
 import type { Queryable } from "../../src/db/queryable.js";
 import { SagaStore } from "../../src/db/sagaStore.js";
 import { Store } from "../../src/db/store.js";
@@ -29,6 +33,11 @@ function recording(rows: unknown[] = [{}]): { stores: AreaStores; store: Store; 
   };
   const store = new Store("area_stores", pool as unknown as pg.Pool);
   return { stores: new AreaStores(store), store, sent };
+}
+
+/** The area stores over `store`. */
+function stores(store: Store): AreaStores {
+  return new AreaStores(store);
 }
 
 /** A transaction that records what is sent on it, apart from the pool's. */
@@ -332,4 +341,79 @@ test("a saga's transition sends its guard, its patch and its target each at the 
   expect(at(transition, /COALESCE\(\$(\d+), error\)/)).toBe("boom");
   expect(at(transition, /\(\$(\d+)::bigint IS NULL/)).toBe("39");
   expect(at(transition, /current_job_id = \$(\d+)::bigint\)/)).toBe("39");
+});
+
+/** `ms("$n")` of sql/history.ts: `$n::float8 * interval '1 millisecond'`, with one `(\d+)` group for n. */
+const MS = String.raw`\$(\d+)::float8 \* interval '1 millisecond'`;
+
+test("history's plan, make and drop send their values at their $n", async () => {
+  const { store, sent } = recording([{ name: "p", rows: "3" }]);
+  const history = new HistoryStore(store);
+  const lower = new Date("2026-01-02T00:00:00Z");
+  const upper = new Date("2026-01-03T00:00:00Z");
+  await history.historyPlan({ widthMs: 86_400_000, aheadMs: 172_800_000 });
+  await history.historyMake({ parent: "job_history_failed", lower, upper });
+  await history.historyDrop({ parent: "job_history_completed", olderThanMs: 3_600_000 });
+  const [plan, make, drop] = sent as [Sent, Sent, Sent];
+  expect(at(plan, new RegExp(`date_bin\\(${MS}`))).toBe(86_400_000);
+  expect(at(plan, new RegExp(`now\\(\\) \\+ ${MS},`))).toBe(172_800_000);
+  expect(at(make, /skipq_history_partition\(\$(\d+)/)).toBe("job_history_failed");
+  expect(at(make, /skipq_history_partition\(\$\d+, \$(\d+)/)).toBe(lower);
+  expect(at(make, /skipq_history_partition\(\$\d+, \$\d+, \$(\d+)\)/)).toBe(upper);
+  expect(at(drop, /skipq_history_drop\(\$(\d+)/)).toBe("job_history_completed");
+  expect(at(drop, new RegExp(`now\\(\\) - ${MS}`))).toBe(3_600_000);
+});
+
+test("retention's row deletes send their age at the cutoff's $n and their limit at LIMIT's", async () => {
+  const { store, sent } = recording();
+  const history = new HistoryStore(store);
+  await history.historyPruneCompletedDefault({ olderThanMs: 11, limit: 101 });
+  await history.historyPruneFailedDefault({ olderThanMs: 12, limit: 102 });
+  await history.keysExpire({ olderThanMs: 13, limit: 103 });
+  await history.historyPruneRows({ statuses: ["dead", "cancelled"], olderThanMs: 14, limit: 104 });
+  await new JobFeatureStore(store).uniqueExpire({ endedMs: 15, limit: 105 });
+  await new OutboxStore(store).outboxPrune({ olderThanMs: 16, limit: 106 });
+  await stores(store).workflows.edgesPrune({ olderThanMs: 17, limit: 107 });
+  await stores(store).workflows.batchesPrune({ olderThanMs: 18, limit: 108 });
+  const cutoff = new RegExp(`now\\(\\) - ${MS}`);
+  sent.forEach((s, i) => {
+    expect(at(s, cutoff), s.text).toBe(11 + i);
+    expect(at(s, /LIMIT \$(\d+)/), s.text).toBe(101 + i);
+  });
+  expect(sent).toHaveLength(8);
+  expect(at(sent[3] as Sent, /status = ANY \(\$(\d+)::text\[\]\)/)).toEqual(["dead", "cancelled"]);
+});
+
+test("the keep-completed setting, the upgrade's move and the rollup send their values at their $n", async () => {
+  const { store, sent } = recording([{ moved: true, closed: 1, sampled: 2, deleted: 3 }]);
+  const history = new HistoryStore(store);
+  await history.settingsKeepCompleted({ keepCompleted: false });
+  expect(await history.historyMoved()).toBe(true);
+  await history.historyEnsureForMove({ widthMs: 3_600_000, keepMs: 86_400_000 });
+  await history.historyMoveFinished({ limit: 5000 });
+  expect(await history.historyFinishMove()).toBe(true);
+  expect(await stores(store).stats.rollup()).toMatchObject({ closed: 1, sampled: 2, deleted: 3 });
+  const [keep, , ensure, move] = sent as [Sent, Sent, Sent, Sent];
+  expect(at(keep, /keep_completed = \$(\d+),/)).toBe(false);
+  expect(at(keep, /IS DISTINCT FROM \$(\d+)/)).toBe(false);
+  expect(at(ensure, new RegExp(`lower \\+ ${MS}`))).toBe(3_600_000);
+  expect(at(ensure, new RegExp(`updated_at\\) > now\\(\\) - ${MS}`))).toBe(86_400_000);
+  expect(at(move, /LIMIT \$(\d+) FOR UPDATE/)).toBe(5000);
+});
+
+test("a publish sends its topic, key, body and headers at the $n of the column each sets, the schema's lock namespace at the lock's", async () => {
+  const { store, sent: onPool } = recording();
+  const { tx, sent } = recordingTx([{ id: "9" }]);
+  const outbox = new OutboxStore(store);
+  expect(await outbox.outboxInsert({ topic: "t", key: "k", event: '{"a":1}', headers: '{"h":"v"}' }, tx)).toBe("9");
+  expect(onPool).toEqual([]);
+  const [insert] = sent as [Sent];
+  // INSERT INTO t (columns) SELECT $a, … FROM serialised: column ← $a.
+  const columns = (/INSERT INTO \S+ \(([^)]+)\)/.exec(insert.text)?.[1] ?? "").split(",").map((c) => c.trim());
+  const params = (/SELECT (\$[^\n]+) FROM serialised/.exec(insert.text)?.[1] ?? "").split(",").map((c) => c.trim());
+  expect(
+    Object.fromEntries(columns.map((c, i) => [c, insert.values[Number(/\$(\d+)/.exec(params[i] ?? "")?.[1]) - 1]])),
+  ).toEqual({ topic: "t", key: "k", event: '{"a":1}', headers: '{"h":"v"}' });
+  expect(at(insert, /pg_advisory_xact_lock\(hashtext\(\$(\d+)\)/)).toBe("skipq.outbox:area_stores");
+  expect(at(insert, /pg_advisory_xact_lock\(hashtext\(\$\d+\), hashtext\(\$(\d+)\)/)).toBe("k");
 });
