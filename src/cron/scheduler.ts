@@ -14,6 +14,7 @@ import { ValidationError } from "../core/errors.js";
 import type { PayloadOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { assertInt, assertName, type Duration, encodePayload, toMs } from "../core/validate.js";
+import { CronStore } from "../db/cronStore.js";
 import type { Store } from "../db/store.js";
 import { Service } from "../shared/service.js";
 import type { BulkItem, EnqueueOptions, JobRef, Skipq } from "../skipq.js";
@@ -82,6 +83,7 @@ export function parseCron(expression: string, timezone = "UTC"): Cron {
 export class Scheduler {
   private readonly schedules = new Map<string, Schedule>();
   private readonly store: Store;
+  private readonly cronStore: CronStore;
   private readonly logger: Logger;
   private readonly service: Service<CronTickResult[]>;
   private registered = false;
@@ -93,6 +95,7 @@ export class Scheduler {
     options: SchedulerOptions = {},
   ) {
     this.store = client.store;
+    this.cronStore = new CronStore(client.store);
     this.logger = childLogger(client.logger, { role: "scheduler" });
     const maxIntervalMs = toMs("maxInterval", options.maxInterval ?? "1m", { allowZero: false });
     this.service = new Service({
@@ -182,17 +185,11 @@ export class Scheduler {
     if (this.schedules.size === 0) return [];
     const nowParam = options.now ? options.now.toISOString() : null;
     if (!this.registered) await this.register(nowParam);
-    const sql = this.store.sql.cron;
+    const cron = this.cronStore;
     const results = await this.store.transaction(async (tx) => {
       const passed: CronTickResult[] = [];
-      await this.store.query(sql.cronBound, [PASS_IDLE_BOUND_MS], tx);
-      const { rows } = await this.store.query<{
-        name: string;
-        last_tick: Date;
-        paused_at: Date | null;
-        run_requested_at: Date | null;
-        now: Date;
-      }>(sql.cronLock, [[...this.schedules.keys()], nowParam], tx);
+      await cron.cronBound({ idleMs: PASS_IDLE_BOUND_MS }, tx);
+      const rows = await cron.cronLock({ names: [...this.schedules.keys()], now: nowParam }, tx);
       for (const row of rows) {
         const schedule = this.schedules.get(row.name) as Schedule;
         this.offsetMs = options.now ? 0 : row.now.getTime() - Date.now();
@@ -216,12 +213,15 @@ export class Scheduler {
               headers: { ...schedule.options.headers, "skipq-cron": `${schedule.name}@manual:${requested}` },
             },
           ]);
-          await this.store.query(sql.cronRunDone, [schedule.name, row.run_requested_at, manual?.id ?? null], tx);
+          await cron.cronRunDone(
+            { name: schedule.name, requestedAt: row.run_requested_at, jobId: manual?.id ?? null },
+            tx,
+          );
           passed.push({ name: schedule.name, ticks: [], jobIds: manual?.created ? [manual.id] : [] });
         }
         if (due.length === 0) continue;
         if (row.paused_at !== null) {
-          await this.store.query(sql.cronSkip, [schedule.name, due[due.length - 1]], tx);
+          await cron.cronSkip({ name: schedule.name, lastTick: due[due.length - 1] as Date }, tx);
           continue;
         }
         const items: BulkItem[] = due.map((tick) => ({
@@ -234,7 +234,10 @@ export class Scheduler {
         }));
         const enqueued = await this.client.enqueueManyTx(tx, items);
         const last = due[due.length - 1] as Date;
-        await this.store.query(sql.cronAdvance, [schedule.name, last, enqueued[enqueued.length - 1]?.id ?? null], tx);
+        await cron.cronAdvance(
+          { name: schedule.name, lastTick: last, lastJobId: enqueued[enqueued.length - 1]?.id ?? null },
+          tx,
+        );
         passed.push({ name: schedule.name, ticks: due, jobIds: enqueued.filter((e) => e.created).map((e) => e.id) });
       }
       return passed;
@@ -245,15 +248,7 @@ export class Scheduler {
   }
 
   private async register(nowParam: string | null): Promise<void> {
-    const all = [...this.schedules.values()];
-    await this.store.query(this.store.sql.cron.cronRegister, [
-      all.map((s) => s.name),
-      all.map((s) => s.expression),
-      all.map((s) => s.timezone),
-      all.map((s) => s.queue),
-      all.map((s) => s.kind),
-      nowParam,
-    ]);
+    await this.cronStore.cronRegister({ schedules: [...this.schedules.values()], now: nowParam });
     this.registered = true;
   }
 }

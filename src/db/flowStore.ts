@@ -1,6 +1,6 @@
 /**
  * Typed calls for the operator's statements of sql/flow.ts (a queue's limits,
- * key pauses), over one `Store`; the claim's own flow statements stay on
+ * key pauses) and the pruner's housekeeping, over one `Store`; the claim's own flow statements stay on
  * `JobStore`. Each call takes one object of named parameters and returns
  * typed rows. Values are validated by the caller (ops/admin.ts); workers are
  * told of a change on the store's schema channel.
@@ -69,5 +69,11 @@ export class FlowStore {
   /** Keys paused now, of `queue` (null: of every queue). */
   async queueKeysPaused(p: { queue: string | null }): Promise<PausedKeyRow[]> {
     return (await this.store.query<PausedKeyRow>(this.sql.queueKeysPaused, [p.queue])).rows;
+  }
+
+  /** The pruner's housekeeping: expired key pauses, rate and fairness state of queues without them; how many rows went. */
+  async flowHousekeeping(): Promise<number> {
+    const { rows } = await this.store.query<{ removed: string }>(this.sql.flowHousekeeping);
+    return Number(rows[0]?.removed ?? 0);
   }
 }

@@ -119,4 +119,9 @@ export class JobFeatureStore {
     const { rows } = await this.store.query(this.sql.jobTxWait, [id, lease]);
     return rows.length > 0;
   }
+
+  /** Retention: deletes up to `limit` uniqueness windows that ended more than `endedMs` ago; how many. */
+  async uniqueExpire(p: { endedMs: number; limit: number }): Promise<number> {
+    return (await this.store.query<unknown>(this.sql.uniqueExpire, [p.endedMs, p.limit])).rowCount ?? 0;
+  }
 }

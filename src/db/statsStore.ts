@@ -2,8 +2,8 @@
  * Typed calls for the chart reads of sql/stats.ts (a queue's series from the
  * per-minute rollup), over one `Store`. Each call takes one object of named
  * parameters and returns typed rows; the range is validated by the caller
- * (ops/adminStats.ts). The maintainer's rollup pass stays in
- * maintenance/rollup.ts.
+ * (ops/adminStats.ts). The maintainer's rollup pass (one statement) is here
+ * too; when it runs is maintenance/rollup.ts's decision.
  */
 import type { Store } from "./store.js";
 
@@ -17,6 +17,13 @@ export interface SeriesRow {
   running: number | null;
   p50: number | null;
   p95: number | null;
+}
+
+/** What one rollup pass did (rollup). */
+export interface RollupRow {
+  closed: number;
+  sampled: number;
+  deleted: number;
 }
 
 export class StatsStore {
@@ -35,5 +42,10 @@ export class StatsStore {
   async dbNow(): Promise<Date> {
     const { rows } = await this.store.query<{ now: Date }>(this.sql.dbNow);
     return (rows[0] as { now: Date }).now; // SELECT now(): always one row
+  }
+
+  /** One rollup pass: the minutes closed, the current minute's depth samples written, the buckets deleted for age. */
+  async rollup(): Promise<RollupRow> {
+    return (await this.store.query<RollupRow>(this.sql.rollup)).rows[0] as RollupRow; // one SELECT of counts: one row
   }
 }

@@ -1,6 +1,7 @@
 /**
  * Typed calls for the reads of sql/workflows.ts an operator makes (a job's
- * parents, the graph around a job), over one `Store`. Each call takes one
+ * parents, the graph around a job) and retention's prunes of edges and
+ * batches, over one `Store`. Each call takes one
  * object of named parameters and returns typed rows. Inserting, linking and
  * a handler's parents stay on `JobStore` (the hot path).
  */
@@ -41,5 +42,15 @@ export class WorkflowStore {
   /** The parents and children of job `jobId`, at most `limit` of each (parents first, by id). */
   async jobFlow(p: { jobId: string; limit: number }): Promise<FlowEdgeRow[]> {
     return (await this.store.query<FlowEdgeRow>(this.sql.jobFlow, [p.jobId, p.limit])).rows;
+  }
+
+  /** Retention: deletes up to `limit` edges older than `olderThanMs` whose child is no longer live; how many. */
+  async edgesPrune(p: { olderThanMs: number; limit: number }): Promise<number> {
+    return (await this.store.query<unknown>(this.sql.edgesPrune, [p.olderThanMs, p.limit])).rowCount ?? 0;
+  }
+
+  /** Retention: deletes up to `limit` batches older than `olderThanMs` none of whose jobs is live; how many. */
+  async batchesPrune(p: { olderThanMs: number; limit: number }): Promise<number> {
+    return (await this.store.query<unknown>(this.sql.batchesPrune, [p.olderThanMs, p.limit])).rowCount ?? 0;
   }
 }

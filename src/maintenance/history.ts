@@ -11,6 +11,7 @@
  * jobs_live_check, from which point the planner knows the jobs table holds
  * live jobs only.
  */
+import { HistoryStore } from "../db/historyStore.js";
 import type { Store } from "../db/store.js";
 
 /** Partitions made ahead of now: finishes up to this far in the future land in a dated partition. */
@@ -22,12 +23,9 @@ export const PARTITIONS_AHEAD_MS = 2 * 86_400_000;
  * migration, for a new schema); one that is missing stays missing, and its outcomes land in DEFAULT.
  */
 export async function ensurePartitions(store: Store, widthMs: number): Promise<void> {
-  const sql = store.sql.history;
-  const { rows } = await store.query<{ parent: string; lower: Date; upper: Date }>(sql.historyPlan, [
-    widthMs,
-    Math.max(PARTITIONS_AHEAD_MS, 2 * widthMs),
-  ]);
-  for (const r of rows) await store.query(sql.historyMake, [r.parent, r.lower, r.upper]);
+  const history = new HistoryStore(store);
+  const rows = await history.historyPlan({ widthMs, aheadMs: Math.max(PARTITIONS_AHEAD_MS, 2 * widthMs) });
+  for (const r of rows) await history.historyMake({ parent: r.parent, lower: r.lower, upper: r.upper });
 }
 
 export interface MoveResult {
@@ -45,19 +43,17 @@ export async function moveFinishedJobs(
   store: Store,
   o: { widthMs: number; keepMs: number; batch?: number; maxBatches?: number },
 ): Promise<MoveResult> {
-  const sql = store.sql.history;
-  const { rows } = await store.query<{ moved: boolean }>(sql.historyMoved);
-  if (rows[0]?.moved) return { moved: 0, done: true };
+  const history = new HistoryStore(store);
+  if (await history.historyMoved()) return { moved: 0, done: true };
   const batch = o.batch ?? 5000;
   let moved = 0;
-  await store.query(sql.historyEnsureForMove, [o.widthMs, o.keepMs]);
+  await history.historyEnsureForMove({ widthMs: o.widthMs, keepMs: o.keepMs });
   for (let i = 0; i < (o.maxBatches ?? Number.POSITIVE_INFINITY); i++) {
-    const { rowCount } = await store.query(sql.historyMoveFinished, [batch]);
-    moved += rowCount ?? 0;
-    if ((rowCount ?? 0) < batch) {
+    const n = await history.historyMoveFinished({ limit: batch });
+    moved += n;
+    if (n < batch) {
       // False: a finished row was locked (skipped) by someone else; the next pass moves it.
-      const { rows: finished } = await store.query<{ moved: boolean }>(sql.historyFinishMove);
-      return { moved, done: finished[0]?.moved === true };
+      return { moved, done: await history.historyFinishMove() };
     }
   }
   return { moved, done: false };

@@ -18,7 +18,12 @@
 import { ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { assertInt, type Duration, toMs } from "../core/validate.js";
+import { FlowStore } from "../db/flowStore.js";
+import { type HistoryParent, HistoryStore } from "../db/historyStore.js";
+import { JobFeatureStore } from "../db/jobFeatureStore.js";
+import { OutboxStore } from "../db/outboxStore.js";
 import type { Store } from "../db/store.js";
+import { WorkflowStore } from "../db/workflowStore.js";
 import { Service } from "../shared/service.js";
 import { ensurePartitions, moveFinishedJobs } from "./history.js";
 
@@ -65,6 +70,11 @@ export class Pruner {
   readonly keyMs: number;
   readonly partitionMs: number;
   private readonly store: Store;
+  private readonly history: HistoryStore;
+  private readonly features: JobFeatureStore;
+  private readonly outbox: OutboxStore;
+  private readonly workflows: WorkflowStore;
+  private readonly flow: FlowStore;
   private readonly outboxMs: number;
   private readonly batchSize: number;
   private readonly maxBatches: number;
@@ -81,6 +91,11 @@ export class Pruner {
     private readonly isLeader: () => boolean = () => true,
   ) {
     this.store = source.store;
+    this.history = new HistoryStore(source.store);
+    this.features = new JobFeatureStore(source.store);
+    this.outbox = new OutboxStore(source.store);
+    this.workflows = new WorkflowStore(source.store);
+    this.flow = new FlowStore(source.store);
     this.completedMs = toMs("completedAfter", options.completedAfter ?? "1d");
     this.deadMs = toMs("deadAfter", options.deadAfter ?? "30d");
     this.keyMs = toMs("keyRetention", options.keyRetention ?? "1d");
@@ -133,8 +148,8 @@ export class Pruner {
   }
 
   private async apply(result: PruneResult): Promise<PruneResult> {
-    const sql = this.store.sql.history;
-    await this.store.query(sql.settingsKeepCompleted, [this.completedMs > 0]);
+    const { history, features, outbox, workflows } = this;
+    await history.settingsKeepCompleted({ keepCompleted: this.completedMs > 0 });
     await moveFinishedJobs(this.store, {
       widthMs: this.partitionMs,
       keepMs: Math.max(this.completedMs, this.deadMs),
@@ -146,34 +161,38 @@ export class Pruner {
       ["job_history_completed", this.completedMs, "completed"],
       ["job_history_failed", this.deadMs, "dead"],
     ] as const) {
-      const { rows } = await this.store.query<{ name: string; rows: string }>(sql.historyDrop, [parent, ms]);
-      for (const r of rows) {
+      for (const r of await history.historyDrop({ parent, olderThanMs: ms })) {
         result.partitionsDropped.push(r.name);
         result[counter] += Number(r.rows);
       }
     }
-    result.completed += await this.deleteInBatches(sql.historyPruneCompletedDefault, [this.completedMs]);
-    result.dead += await this.deleteInBatches(sql.historyPruneFailedDefault, [this.deadMs]);
-    result.keys = await this.deleteInBatches(sql.keysExpire, [this.keyMs]);
+    result.completed += await this.deleteInBatches((limit) =>
+      history.historyPruneCompletedDefault({ olderThanMs: this.completedMs, limit }),
+    );
+    result.dead += await this.deleteInBatches((limit) =>
+      history.historyPruneFailedDefault({ olderThanMs: this.deadMs, limit }),
+    );
+    result.keys = await this.deleteInBatches((limit) => history.keysExpire({ olderThanMs: this.keyMs, limit }));
     // Uniqueness windows that ended (docs/jobs.md): an ended one is taken over anyway; this keeps the table small.
-    await this.deleteInBatches(this.store.sql.features.uniqueExpire, [0]);
-    await this.deleteInBatches(this.store.sql.outbox.outboxPrune, [this.outboxMs]);
+    await this.deleteInBatches((limit) => features.uniqueExpire({ endedMs: 0, limit }));
+    await this.deleteInBatches((limit) => outbox.outboxPrune({ olderThanMs: this.outboxMs, limit }));
     // Workflows: edges and batches go with the history they describe (the longer of the two retentions).
     const historyMs = Math.max(this.completedMs, this.deadMs);
-    await this.deleteInBatches(this.store.sql.workflows.edgesPrune, [historyMs]);
-    await this.deleteInBatches(this.store.sql.workflows.batchesPrune, [historyMs]);
-    await this.store.query(this.store.sql.flow.flowHousekeeping);
+    await this.deleteInBatches((limit) => workflows.edgesPrune({ olderThanMs: historyMs, limit }));
+    await this.deleteInBatches((limit) => workflows.batchesPrune({ olderThanMs: historyMs, limit }));
+    await this.flow.flowHousekeeping();
     if (result.partitionsDropped.length + result.completed + result.dead + result.keys > 0)
       this.logger.info({ ...result }, "skipq: retention applied");
     return result;
   }
 
-  private async deleteInBatches(statement: Parameters<Store["query"]>[0], values: unknown[]): Promise<number> {
+  /** Runs `deleteUpTo` (one statement deleting at most its `limit` rows, returning how many) until it deletes fewer. */
+  private async deleteInBatches(deleteUpTo: (limit: number) => Promise<number>): Promise<number> {
     let total = 0;
     for (let i = 0; i < this.maxBatches; i++) {
-      const { rowCount } = await this.store.query(statement, [...values, this.batchSize]);
-      total += rowCount ?? 0;
-      if ((rowCount ?? 0) < this.batchSize) break;
+      const n = await deleteUpTo(this.batchSize);
+      total += n;
+      if (n < this.batchSize) break;
     }
     return total;
   }
@@ -190,18 +209,17 @@ export async function prune(
   olderThanMs: number,
   batchSize = 1000,
 ): Promise<number> {
-  const sql = store.sql.history;
+  const history = new HistoryStore(store);
   let total = 0;
-  const drop = async (parent: string) => {
-    const { rows } = await store.query<{ rows: string }>(sql.historyDrop, [parent, olderThanMs]);
-    for (const r of rows) total += Number(r.rows);
+  const drop = async (parent: HistoryParent) => {
+    for (const r of await history.historyDrop({ parent, olderThanMs })) total += Number(r.rows);
   };
   if (statuses.includes("completed")) await drop("job_history_completed");
   // Dead and cancelled share partitions: drop them whole only when both go.
   if (statuses.includes("dead") && statuses.includes("cancelled")) await drop("job_history_failed");
   for (;;) {
-    const { rowCount } = await store.query(sql.historyPruneRows, [statuses, olderThanMs, batchSize]);
-    total += rowCount ?? 0;
-    if ((rowCount ?? 0) < batchSize) return total;
+    const n = await history.historyPruneRows({ statuses, olderThanMs, limit: batchSize });
+    total += n;
+    if (n < batchSize) return total;
   }
 }

@@ -7,6 +7,7 @@
  * minute, so a pass costs the same on a history of ten rows or ten million.
  */
 import type { Logger } from "../core/logger.js";
+import { StatsStore } from "../db/statsStore.js";
 import type { Store } from "../db/store.js";
 import { ServiceTask } from "../shared/service.js";
 
@@ -29,14 +30,16 @@ export interface RollupResult {
 }
 
 export class Rollup extends ServiceTask<RollupResult> {
+  private readonly stats: StatsStore;
+
   constructor(private readonly o: RollupOptions) {
     super("stats rollup", o);
+    this.stats = new StatsStore(o.store);
   }
 
   protected async pass(): Promise<RollupResult> {
     if (this.o.isLeader && !this.o.isLeader()) return { leader: false, closed: 0, sampled: 0, deleted: 0 };
-    const { rows } = await this.o.store.query(this.o.store.sql.stats.rollup);
-    const r = rows[0] as { closed: number; sampled: number; deleted: number };
+    const r = await this.stats.rollup();
     return { leader: true, ...r };
   }
 }

@@ -10,6 +10,7 @@
 
 import { ValidationError } from "../core/errors.js";
 import { assertName, type Duration, encodeHeaders, encodePayload, toMs } from "../core/validate.js";
+import { OutboxStore } from "../db/outboxStore.js";
 import type { Store } from "../db/store.js";
 import type { Queryable, Skipq } from "../skipq.js";
 import { OutboxRelay, type RelayOptions } from "./relay.js";
@@ -27,9 +28,11 @@ export interface PublishOptions {
 export class Outbox {
   /** @internal */
   readonly store: Store;
+  private readonly outbox: OutboxStore;
 
   constructor(readonly skipq: Skipq) {
     this.store = skipq.store;
+    this.outbox = new OutboxStore(skipq.store);
   }
 
   /** @internal */
@@ -56,12 +59,7 @@ export class Outbox {
     }
     const body = encodePayload(event, this.skipq.maxPayloadBytes);
     const headers = options.headers === undefined ? null : encodeHeaders(options.headers);
-    const { rows } = await this.store.query(
-      this.sql.outboxInsert,
-      [topic, key, body, headers, `skipq.outbox:${this.store.schema.name}`],
-      tx,
-    );
-    return { id: String(rows[0].id) };
+    return { id: await this.outbox.outboxInsert({ topic, key, event: body, headers }, tx) };
   }
 
   /** A relay delivering this schema's outbox to `sink`; call `start()`. */
@@ -71,8 +69,8 @@ export class Outbox {
 
   /** Undelivered events and the age of the oldest. */
   async backlog(): Promise<{ undelivered: number; oldestMs: number }> {
-    const { rows } = await this.store.query(this.sql.outboxBacklog);
-    return { undelivered: rows[0].undelivered, oldestMs: rows[0].oldest_ms };
+    const row = await this.outbox.outboxBacklog();
+    return { undelivered: row.undelivered, oldestMs: row.oldest_ms };
   }
 
   /** Delete events delivered longer ago than `olderThan`, in batches; returns how many. */
@@ -80,9 +78,9 @@ export class Outbox {
     const ms = toMs("olderThan", olderThan);
     let total = 0;
     for (;;) {
-      const { rowCount } = await this.store.query(this.sql.outboxPrune, [ms, batchSize]);
-      total += rowCount ?? 0;
-      if ((rowCount ?? 0) < batchSize) return total;
+      const n = await this.outbox.outboxPrune({ olderThanMs: ms, limit: batchSize });
+      total += n;
+      if (n < batchSize) return total;
     }
   }
 }

@@ -6,11 +6,11 @@
 
 import { ValidationError } from "../core/errors.js";
 import { assertId, assertName, type Duration } from "../core/validate.js";
+import { type SagaRow, type SagaStatus, type SagaStepStatus, SagaStore } from "../db/sagaStore.js";
 import type { Skipq } from "../skipq.js";
 import type { JobContext, WorkerOptions } from "../worker/worker.js";
 
-export type SagaStatus = "running" | "completed" | "compensating" | "compensated" | "failed";
-export type SagaStepStatus = "pending" | "completed" | "failed" | "compensated" | "compensation_failed";
+export type { SagaStatus, SagaStepStatus } from "../db/sagaStore.js";
 
 /** What an action or compensation receives. */
 export interface SagaContext<Input> {
@@ -94,12 +94,11 @@ export interface SagaOptions {
 /** A saga's state by id (undefined when absent). Also what `skipq saga <id>` prints. */
 export async function getSaga(skipq: Pick<Skipq, "store">, id: string): Promise<SagaState | undefined> {
   assertId(id, "saga id");
-  return sagaState((await skipq.store.query(skipq.store.sql.sagas.sagaGet, [id])).rows[0]);
+  return sagaState(await new SagaStore(skipq.store).sagaGet({ sagaId: id }));
 }
 
 /** A row of sagaGet or sagaLock as a SagaState (undefined for no row). */
-// biome-ignore lint/suspicious/noExplicitAny: a row of the sagas table.
-export function sagaState(row: any): SagaState | undefined {
+export function sagaState(row: SagaRow | undefined): SagaState | undefined {
   if (!row) return undefined;
   return {
     id: String(row.id),

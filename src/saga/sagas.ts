@@ -26,6 +26,7 @@ import {
   ValidationError,
 } from "../core/errors.js";
 import { assertInt, assertName, encodePayload, encodeResult, toMs } from "../core/validate.js";
+import { type SagaStepEntry, SagaStore } from "../db/sagaStore.js";
 import type { Store } from "../db/store.js";
 import { Service } from "../shared/service.js";
 import type { Queryable, Skipq } from "../skipq.js";
@@ -61,6 +62,7 @@ export class Sagas {
   readonly maxAttempts: number;
   readonly worker: Worker;
   private readonly store: Store;
+  private readonly sagaStore: SagaStore;
   private readonly definitions = new Map<string, AnySaga>();
   private readonly sweeper: Service<number>;
 
@@ -72,6 +74,7 @@ export class Sagas {
     this.queue = assertName("queue", options.queue ?? "sagas");
     this.maxAttempts = assertInt("maxAttempts", options.maxAttempts ?? 3, 1, 1000);
     this.store = skipq.store;
+    this.sagaStore = new SagaStore(skipq.store);
     this.sweeper = new Service({
       name: "saga sweeper",
       intervalMs: toMs("sweepInterval", options.sweepInterval ?? "5s", { allowZero: false }),
@@ -101,17 +104,13 @@ export class Sagas {
         `saga "${saga?.name}" is not registered with this runner; pass its definition to new Sagas(skipq, [...])`,
       );
     }
-    const steps = saga.steps.map((s) => ({ name: s.name, status: "pending" }));
-    const { rows } = await tx.query(
-      this.store.config(this.store.sql.sagas.sagaInsert, [
-        saga.name,
-        encodePayload(input ?? null, this.skipq.maxPayloadBytes),
-        JSON.stringify(steps),
-      ]),
+    const steps = saga.steps.map((s): SagaStepEntry => ({ name: s.name, status: "pending" }));
+    const id = await this.sagaStore.sagaInsert(
+      { name: saga.name, input: encodePayload(input ?? null, this.skipq.maxPayloadBytes), steps },
+      tx,
     );
-    const id = String(rows[0].id);
     const job = await this.enqueueStep(tx, saga, { saga: id, step: 0, phase: "action" });
-    await this.store.query(this.store.sql.sagas.sagaSetJob, [id, job], tx);
+    await this.sagaStore.sagaSetJob({ sagaId: id, jobId: job }, tx);
     return { id };
   }
 
@@ -143,7 +142,7 @@ export class Sagas {
   }
 
   private async sweep(): Promise<number> {
-    const { rows } = await this.store.query(this.store.sql.sagas.sagaStuck, [100]);
+    const rows = await this.sagaStore.sagaStuck({ limit: 100 });
     let moved = 0;
     for (const row of rows) {
       const saga = this.definitions.get(row.name);
@@ -352,8 +351,7 @@ export class Sagas {
 
   /** The saga, locked until `tx` ends (every choice of the next compensation is made under this lock). */
   private async lock(tx: Queryable, id: string): Promise<SagaState | undefined> {
-    const { rows } = await tx.query(this.store.config(this.store.sql.sagas.sagaLock, [id]));
-    return sagaState(rows[0]);
+    return sagaState(await this.sagaStore.sagaLock({ sagaId: id }, tx));
   }
 
   /** Moves saga `id` from (`fromStatus`, `fromStep`), merging `patch` into step `patchStep`'s entry (default `fromStep`). */
@@ -366,21 +364,22 @@ export class Sagas {
     to: { status: SagaStatus; step: number; job: string | null; error?: string; guardJob?: string | null },
     patchStep = fromStep,
   ): Promise<boolean> {
-    const { rows } = await tx.query(
-      this.store.config(this.store.sql.sagas.sagaTransition, [
-        id,
+    const moved = await this.sagaStore.sagaTransition(
+      {
+        sagaId: id,
         fromStatus,
         fromStep,
         patchStep,
         patch,
-        to.status,
-        to.step,
-        to.job,
-        to.error ?? null,
-        to.guardJob ?? null,
-      ]),
+        toStatus: to.status,
+        toStep: to.step,
+        toJobId: to.job,
+        error: to.error ?? null,
+        guardJobId: to.guardJob ?? null,
+      },
+      tx,
     );
-    if (rows.length === 0) throw new Overtaken();
+    if (!moved) throw new Overtaken();
     return true;
   }
 

@@ -1,14 +1,20 @@
 /**
- * The typed stores of the operator's areas (src/db/areaStores.ts) put each
- * named parameter at the `$n` its statement's SQL compares it with, read off
- * the statement's text — so a swapped pair inside a store fails here, not
- * only as a wrong result somewhere downstream. No database: a pool that
- * records what it is sent (the integration tests run the same calls for real).
+ * The typed stores (the operator's areas of src/db/areaStores.ts, and the
+ * cron pass's, sagas', retention's and the outbox's) put each named
+ * parameter at the `$n` its statement's SQL compares it with, read off the
+ * statement's text — so a swapped pair inside a store fails here, not only
+ * as a wrong result somewhere downstream. No database: a pool that records
+ * what it is sent (the integration tests run the same calls for real).
  */
 import type pg from "pg";
 import { expect, test } from "vitest";
 import type { JobFilterParams } from "../../src/db/adminStore.js";
 import { AreaStores } from "../../src/db/areaStores.js";
+import { HistoryStore } from "../../src/db/historyStore.js";
+import { JobFeatureStore } from "../../src/db/jobFeatureStore.js";
+import { OutboxStore } from "../../src/db/outboxStore.js";
+import type { Queryable } from "../../src/db/queryable.js";
+import { SagaStore } from "../../src/db/sagaStore.js";
 import { Store } from "../../src/db/store.js";
 
 interface Sent {
@@ -17,7 +23,7 @@ interface Sent {
 }
 
 /** Stores over a pool that records every query and answers with `rows`. */
-function recording(rows: unknown[] = [{}]): { stores: AreaStores; sent: Sent[] } {
+function recording(rows: unknown[] = [{}]): { stores: AreaStores; store: Store; sent: Sent[] } {
   const sent: Sent[] = [];
   const pool = {
     query: async (config: { text: string; values?: unknown[] }) => {
@@ -25,7 +31,37 @@ function recording(rows: unknown[] = [{}]): { stores: AreaStores; sent: Sent[] }
       return { rows, rowCount: rows.length };
     },
   };
-  return { stores: new AreaStores(new Store("area_stores", pool as unknown as pg.Pool)), sent };
+  const store = new Store("area_stores", pool as unknown as pg.Pool);
+  return { stores: new AreaStores(store), store, sent };
+}
+
+/** The area stores over `store`. */
+function stores(store: Store): AreaStores {
+  return new AreaStores(store);
+}
+
+/** A transaction that records what is sent on it, apart from the pool's. */
+function recordingTx(rows: unknown[] = [{}]): { tx: Queryable; sent: Sent[] } {
+  const sent: Sent[] = [];
+  const tx: Queryable = {
+    query: async (config) => {
+      sent.push({ text: config.text, values: config.values ?? [] });
+      return { rows, rowCount: rows.length };
+    },
+  };
+  return { tx, sent };
+}
+
+/** An INSERT's values by the column each one sets: INSERT INTO t (c1, …) VALUES ($i, …). */
+function byInsertColumn(sent: Sent): Record<string, unknown> {
+  const list = (pattern: RegExp) =>
+    pattern
+      .exec(sent.text)?.[1]
+      ?.split(",")
+      .map((c) => c.trim()) ?? [];
+  const columns = list(/INSERT INTO \S+ \(([^)]+)\)/);
+  const params = list(/VALUES \(([^)]+)\)/);
+  return Object.fromEntries(columns.map((c, i) => [c, sent.values[Number(/\$(\d+)/.exec(params[i] ?? "")?.[1]) - 1]]));
 }
 
 /** The value sent as `$n` where `pattern` (with one `(\d+)` group for n) first matches the statement's text. */
@@ -129,20 +165,7 @@ test("a queue's limits are sent as the $n of the column each one sets, the chann
     fairness: { weights: { a: 2 } },
   });
   const [set] = sent as [Sent];
-  const columns =
-    /INSERT INTO \S+ \(([^)]+)\)/
-      .exec(set.text)?.[1]
-      ?.split(",")
-      .map((c) => c.trim()) ?? [];
-  const params =
-    /VALUES \(([^)]+)\)/
-      .exec(set.text)?.[1]
-      ?.split(",")
-      .map((p) => p.trim()) ?? [];
-  const byColumn = Object.fromEntries(
-    columns.map((c, i) => [c, set.values[Number(/\$(\d+)/.exec(params[i] ?? "")?.[1]) - 1]]),
-  );
-  expect(byColumn).toEqual({
+  expect(byInsertColumn(set)).toEqual({
     name: "q",
     concurrency_limit: 1,
     key_concurrency_limit: 2,
@@ -195,4 +218,202 @@ test("series, throughput, the workflow graph, replica state and the health reads
   expect(at(unhandled, /now\(\) - \$(\d+)/)).toBe(60_000);
   expect(at(tuples, /schemaname = \$(\d+)/)).toBe("area_stores");
   expect(at(counters, /schemaname = \$(\d+)/)).toBe("area_stores");
+});
+
+test("the scheduler's declarations are sent as the arrays of the columns they set, its now at COALESCE's $n", async () => {
+  const { stores, sent } = recording();
+  await stores.cron.cronRegister({
+    schedules: [
+      { name: "n1", expression: "* * * * *", timezone: "Europe/Paris", queue: "q1", kind: "k1" },
+      { name: "n2", expression: "0 * * * *", timezone: "UTC", queue: "q2", kind: "k2" },
+    ],
+    now: "2026-01-01T00:00:00.000Z",
+  });
+  const [register] = sent as [Sent];
+  // INSERT INTO t (columns) SELECT aliases … FROM unnest($a::text[], …) AS d(aliases): column ← alias ← $a.
+  const list = (pattern: RegExp) =>
+    pattern
+      .exec(register.text)?.[1]
+      ?.split(",")
+      .map((c) => c.trim()) ?? [];
+  const columns = list(/INSERT INTO \S+ \(([^)]+)\)/);
+  const selected = list(/SELECT ([^\n]+)\n/);
+  const args = list(/unnest\(([^)]+)\) AS d/);
+  const aliases = list(/AS d\(([^)]+)\)/);
+  const byColumn = Object.fromEntries(
+    columns.slice(0, 5).map((c, i) => {
+      const arg = args[aliases.indexOf(selected[i] ?? "")] ?? "";
+      return [c, register.values[Number(/\$(\d+)/.exec(arg)?.[1]) - 1]];
+    }),
+  );
+  expect(byColumn).toEqual({
+    name: ["n1", "n2"],
+    expression: ["* * * * *", "0 * * * *"],
+    timezone: ["Europe/Paris", "UTC"],
+    queue: ["q1", "q2"],
+    kind: ["k1", "k2"],
+  });
+  expect(at(register, /COALESCE\(\$(\d+)::timestamptz, now\(\)\)/)).toBe("2026-01-01T00:00:00.000Z");
+});
+
+test("a cron pass's bound, lock, advance, skip and run done send their values at their $n, on the pass's transaction", async () => {
+  const { stores, sent: onPool } = recording();
+  const { tx, sent } = recordingTx();
+  const tick = new Date("2026-01-01T00:01:00Z");
+  const requested = new Date("2026-01-01T00:00:30Z");
+  await stores.cron.cronBound({ idleMs: 5000 }, tx);
+  await stores.cron.cronLock({ names: ["a", "b"], now: "2026-01-01T00:02:00.000Z" }, tx);
+  await stores.cron.cronAdvance({ name: "a", lastTick: tick, lastJobId: "77" }, tx);
+  await stores.cron.cronSkip({ name: "b", lastTick: tick }, tx);
+  await stores.cron.cronRunDone({ name: "c", requestedAt: requested, jobId: "78" }, tx);
+  expect(onPool).toEqual([]);
+  const [bound, lock, advance, skip, runDone] = sent as [Sent, Sent, Sent, Sent, Sent];
+  expect(at(bound, /COALESCE\(NULLIF\(setting::int, 0\), \$(\d+)/)).toBe(5000);
+  expect(at(bound, /NULLIF\(setting::int, 0\), \$\d+::int\), \$(\d+)/)).toBe(5000);
+  expect(at(lock, /name = ANY\(\$(\d+)/)).toEqual(["a", "b"]);
+  expect(at(lock, /COALESCE\(\$(\d+)::timestamptz, now\(\)\)/)).toBe("2026-01-01T00:02:00.000Z");
+  expect(at(advance, /WHERE name = \$(\d+)/)).toBe("a");
+  expect(at(advance, /SET last_tick = \$(\d+)/)).toBe(tick);
+  expect(at(advance, /AND last_tick < \$(\d+)/)).toBe(tick);
+  expect(at(advance, /last_job_id = \$(\d+)/)).toBe("77");
+  expect(at(skip, /WHERE name = \$(\d+)/)).toBe("b");
+  expect(at(skip, /SET last_tick = \$(\d+)/)).toBe(tick);
+  expect(at(skip, /AND last_tick < \$(\d+)/)).toBe(tick);
+  expect(at(runDone, /WHERE name = \$(\d+)/)).toBe("c");
+  expect(at(runDone, /run_requested_at\) = \$(\d+)/)).toBe(requested);
+  expect(at(runDone, /COALESCE\(\$(\d+), last_job_id\)/)).toBe("78");
+});
+
+test("a saga's insert, first job, read and lock send their values at their $n, on the caller's transaction", async () => {
+  const { store, sent: onPool } = recording([{ id: "5" }]);
+  const sagas = new SagaStore(store);
+  const { tx, sent } = recordingTx([{ id: "5" }]);
+  expect(
+    await sagas.sagaInsert({ name: "order", input: '{"n":1}', steps: [{ name: "pay", status: "pending" }] }, tx),
+  ).toBe("5");
+  await sagas.sagaSetJob({ sagaId: "5", jobId: "40" }, tx);
+  await sagas.sagaLock({ sagaId: "6" }, tx);
+  await sagas.sagaGet({ sagaId: "7" });
+  await sagas.sagaStuck({ limit: 100 });
+  const [insert, setJob, lock] = sent as [Sent, Sent, Sent];
+  const [get, stuck] = onPool as [Sent, Sent];
+  expect(byInsertColumn(insert)).toEqual({
+    name: "order",
+    input: '{"n":1}',
+    steps: '[{"name":"pay","status":"pending"}]',
+  });
+  expect(at(setJob, /WHERE id = \$(\d+)/)).toBe("5");
+  expect(at(setJob, /current_job_id = \$(\d+)/)).toBe("40");
+  expect(at(lock, /WHERE id = \$(\d+) FOR UPDATE/)).toBe("6");
+  expect(at(get, /WHERE id = \$(\d+)/)).toBe("7");
+  expect(at(stuck, /LIMIT \$(\d+)/)).toBe(100);
+});
+
+test("a saga's transition sends its guard, its patch and its target each at the $n its SQL compares or sets", async () => {
+  const { store } = recording();
+  const { tx, sent } = recordingTx([{ id: "5" }]);
+  const moved = await new SagaStore(store).sagaTransition(
+    {
+      sagaId: "5",
+      fromStatus: "running",
+      fromStep: 1,
+      patchStep: 2,
+      patch: '{"status":"completed"}',
+      toStatus: "compensating",
+      toStep: 3,
+      toJobId: "41",
+      error: "boom",
+      guardJobId: "39",
+    },
+    tx,
+  );
+  expect(moved).toBe(true);
+  const [transition] = sent as [Sent];
+  expect(at(transition, /WHERE id = \$(\d+)/)).toBe("5");
+  expect(at(transition, /AND status = \$(\d+)/)).toBe("running");
+  expect(at(transition, /AND current_step = \$(\d+)/)).toBe(1);
+  expect(at(transition, /ARRAY\[\$(\d+)::int::text\]/)).toBe(2);
+  expect(at(transition, /steps -> \$(\d+)::int/)).toBe(2);
+  expect(at(transition, /\|\| \$(\d+)::jsonb/)).toBe('{"status":"completed"}');
+  expect(at(transition, /\),\s+status = \$(\d+)/)).toBe("compensating");
+  expect(at(transition, /current_step = \$(\d+), current_job_id/)).toBe(3);
+  expect(at(transition, /current_job_id = \$(\d+)::bigint, error/)).toBe("41");
+  expect(at(transition, /COALESCE\(\$(\d+), error\)/)).toBe("boom");
+  expect(at(transition, /\(\$(\d+)::bigint IS NULL/)).toBe("39");
+  expect(at(transition, /current_job_id = \$(\d+)::bigint\)/)).toBe("39");
+});
+
+/** `ms("$n")` of sql/history.ts: `$n::float8 * interval '1 millisecond'`, with one `(\d+)` group for n. */
+const MS = String.raw`\$(\d+)::float8 \* interval '1 millisecond'`;
+
+test("history's plan, make and drop send their values at their $n", async () => {
+  const { store, sent } = recording([{ name: "p", rows: "3" }]);
+  const history = new HistoryStore(store);
+  const lower = new Date("2026-01-02T00:00:00Z");
+  const upper = new Date("2026-01-03T00:00:00Z");
+  await history.historyPlan({ widthMs: 86_400_000, aheadMs: 172_800_000 });
+  await history.historyMake({ parent: "job_history_failed", lower, upper });
+  await history.historyDrop({ parent: "job_history_completed", olderThanMs: 3_600_000 });
+  const [plan, make, drop] = sent as [Sent, Sent, Sent];
+  expect(at(plan, new RegExp(`date_bin\\(${MS}`))).toBe(86_400_000);
+  expect(at(plan, new RegExp(`now\\(\\) \\+ ${MS},`))).toBe(172_800_000);
+  expect(at(make, /skipq_history_partition\(\$(\d+)/)).toBe("job_history_failed");
+  expect(at(make, /skipq_history_partition\(\$\d+, \$(\d+)/)).toBe(lower);
+  expect(at(make, /skipq_history_partition\(\$\d+, \$\d+, \$(\d+)\)/)).toBe(upper);
+  expect(at(drop, /skipq_history_drop\(\$(\d+)/)).toBe("job_history_completed");
+  expect(at(drop, new RegExp(`now\\(\\) - ${MS}`))).toBe(3_600_000);
+});
+
+test("retention's row deletes send their age at the cutoff's $n and their limit at LIMIT's", async () => {
+  const { store, sent } = recording();
+  const history = new HistoryStore(store);
+  await history.historyPruneCompletedDefault({ olderThanMs: 11, limit: 101 });
+  await history.historyPruneFailedDefault({ olderThanMs: 12, limit: 102 });
+  await history.keysExpire({ olderThanMs: 13, limit: 103 });
+  await history.historyPruneRows({ statuses: ["dead", "cancelled"], olderThanMs: 14, limit: 104 });
+  await new JobFeatureStore(store).uniqueExpire({ endedMs: 15, limit: 105 });
+  await new OutboxStore(store).outboxPrune({ olderThanMs: 16, limit: 106 });
+  await stores(store).workflows.edgesPrune({ olderThanMs: 17, limit: 107 });
+  await stores(store).workflows.batchesPrune({ olderThanMs: 18, limit: 108 });
+  const cutoff = new RegExp(`now\\(\\) - ${MS}`);
+  sent.forEach((s, i) => {
+    expect(at(s, cutoff), s.text).toBe(11 + i);
+    expect(at(s, /LIMIT \$(\d+)/), s.text).toBe(101 + i);
+  });
+  expect(sent).toHaveLength(8);
+  expect(at(sent[3] as Sent, /status = ANY \(\$(\d+)::text\[\]\)/)).toEqual(["dead", "cancelled"]);
+});
+
+test("the keep-completed setting, the upgrade's move and the rollup send their values at their $n", async () => {
+  const { store, sent } = recording([{ moved: true, closed: 1, sampled: 2, deleted: 3 }]);
+  const history = new HistoryStore(store);
+  await history.settingsKeepCompleted({ keepCompleted: false });
+  expect(await history.historyMoved()).toBe(true);
+  await history.historyEnsureForMove({ widthMs: 3_600_000, keepMs: 86_400_000 });
+  await history.historyMoveFinished({ limit: 5000 });
+  expect(await history.historyFinishMove()).toBe(true);
+  expect(await stores(store).stats.rollup()).toMatchObject({ closed: 1, sampled: 2, deleted: 3 });
+  const [keep, , ensure, move] = sent as [Sent, Sent, Sent, Sent];
+  expect(at(keep, /keep_completed = \$(\d+),/)).toBe(false);
+  expect(at(keep, /IS DISTINCT FROM \$(\d+)/)).toBe(false);
+  expect(at(ensure, new RegExp(`lower \\+ ${MS}`))).toBe(3_600_000);
+  expect(at(ensure, new RegExp(`updated_at\\) > now\\(\\) - ${MS}`))).toBe(86_400_000);
+  expect(at(move, /LIMIT \$(\d+) FOR UPDATE/)).toBe(5000);
+});
+
+test("a publish sends its topic, key, body and headers at the $n of the column each sets, the schema's lock namespace at the lock's", async () => {
+  const { store, sent: onPool } = recording();
+  const { tx, sent } = recordingTx([{ id: "9" }]);
+  const outbox = new OutboxStore(store);
+  expect(await outbox.outboxInsert({ topic: "t", key: "k", event: '{"a":1}', headers: '{"h":"v"}' }, tx)).toBe("9");
+  expect(onPool).toEqual([]);
+  const [insert] = sent as [Sent];
+  // INSERT INTO t (columns) SELECT $a, … FROM serialised: column ← $a.
+  const columns = (/INSERT INTO \S+ \(([^)]+)\)/.exec(insert.text)?.[1] ?? "").split(",").map((c) => c.trim());
+  const params = (/SELECT (\$[^\n]+) FROM serialised/.exec(insert.text)?.[1] ?? "").split(",").map((c) => c.trim());
+  expect(
+    Object.fromEntries(columns.map((c, i) => [c, insert.values[Number(/\$(\d+)/.exec(params[i] ?? "")?.[1]) - 1]])),
+  ).toEqual({ topic: "t", key: "k", event: '{"a":1}', headers: '{"h":"v"}' });
+  expect(at(insert, /pg_advisory_xact_lock\(hashtext\(\$(\d+)\)/)).toBe("skipq.outbox:area_stores");
+  expect(at(insert, /pg_advisory_xact_lock\(hashtext\(\$\d+\), hashtext\(\$(\d+)\)/)).toBe("k");
 });
