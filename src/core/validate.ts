@@ -34,6 +34,11 @@ export function assertName(what: NameOf, value: unknown): string {
   return value;
 }
 
+/** An optional name, checked as assertName does; null when not given (a statement's "not filtered on"). */
+export function optionalName(what: NameOf, value: string | undefined): string | null {
+  return value === undefined ? null : assertName(what, value);
+}
+
 /** A concurrency key (tenant, customer id): 1-256 characters, no control characters, well-formed Unicode. */
 export function assertKey(value: unknown, what = "concurrencyKey"): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point.

@@ -9,7 +9,7 @@
 
 import { SkipqError, ValidationError } from "../core/errors.js";
 import { pauseTarget } from "../core/pause.js";
-import { assertId, assertInt, assertKey, assertName, type Duration, type NameOf, toMs } from "../core/validate.js";
+import { assertId, assertInt, assertKey, assertName, type Duration, optionalName, toMs } from "../core/validate.js";
 import { AreaStores } from "../db/areaStores.js";
 import { JobStore } from "../db/jobStore.js";
 import type { FlowEdgeRow } from "../db/workflowStore.js";
@@ -68,11 +68,6 @@ function assertWeights(fairness: unknown): Record<string, number> {
     out[key] = weight;
   }
   return out;
-}
-
-/** An optional name, validated; null when not given (the statements' "not filtered on"). */
-function optionalName(what: NameOf, name: string | undefined): string | null {
-  return name === undefined ? null : assertName(what, name);
 }
 
 /**

@@ -7,7 +7,7 @@
  * waiters, like a single cancel.
  */
 import { ValidationError } from "../core/errors.js";
-import { assertId, assertInt, assertName } from "../core/validate.js";
+import { assertId, assertInt, optionalName } from "../core/validate.js";
 import type { AdminStore, JobFilterParams } from "../db/adminStore.js";
 import { BULK_MAX } from "../db/sql/admin.js";
 import {
@@ -65,8 +65,8 @@ function filterParams(f: JobFilter): JobFilterParams {
   }
   return {
     status: f.status ?? null,
-    queue: f.queue === undefined ? null : assertName("queue", f.queue),
-    kind: f.kind === undefined ? null : assertName("kind", f.kind),
+    queue: optionalName("queue", f.queue),
+    kind: optionalName("kind", f.kind),
     ids: f.ids === undefined ? null : f.ids.map((id) => assertId(id)),
     errorLike: f.search === undefined || f.search === "" ? null : likePattern(f.search),
     createdFrom: date("createdFrom", f.createdFrom),

@@ -6,7 +6,7 @@
  * the span present (zeros where nothing was rolled up, marked so).
  */
 import { ValidationError } from "../core/errors.js";
-import { assertName } from "../core/validate.js";
+import { optionalName } from "../core/validate.js";
 import type { AdminStore } from "../db/adminStore.js";
 import type { OpsStore } from "../db/opsStore.js";
 import type { StatsStore } from "../db/statsStore.js";
@@ -22,7 +22,7 @@ export async function queueSeries(
   if (!shape) throw new ValidationError(`range must be one of ${Object.keys(STATS_RANGES).join(", ")}`);
   const [rows, now] = await Promise.all([
     store.series({
-      queue: queue === undefined ? null : assertName("queue", queue),
+      queue: optionalName("queue", queue),
       stepSeconds: shape.step,
       spanSeconds: shape.span,
     }),
@@ -95,7 +95,7 @@ export async function queueOverview(store: OpsStore): Promise<QueueOverview[]> {
 
 /** Completions per minute over the last hour, oldest minute first; see `Admin.throughput`. */
 export async function throughput(store: OpsStore, queue?: string): Promise<number[]> {
-  const rows = await store.throughputLastHour({ queue: queue === undefined ? null : assertName("queue", queue) });
+  const rows = await store.throughputLastHour({ queue: optionalName("queue", queue) });
   const perMinute = new Array<number>(60).fill(0);
   for (const r of rows) if (r.minutes_ago >= 0 && r.minutes_ago < 60) perMinute[59 - r.minutes_ago] = r.n;
   return perMinute;

@@ -8,16 +8,9 @@ import { ValidationError } from "../../core/errors.js";
 import { type Duration, NAME_PATTERN } from "../../core/validate.js";
 import type { Admin } from "../admin.js";
 import type { StatsPoint, StatsRange } from "../adminTypes.js";
-import { decodePathSegment, formParam, HttpError, limitsOf, param, rangeOf } from "./request.js";
+import { formParam, HttpError, limitsOf, nameSegment, param, rangeOf } from "./request.js";
 import { actionRoute, pageRoute, type Route } from "./routes.js";
 import { chartsBlock, overviewPage, queuePage } from "./views.js";
-
-/** A queue name from its path segment; 400 when it is not one. */
-function queueOf(segment: string | undefined): string {
-  const queue = decodePathSegment(segment as string);
-  if (queue === undefined || !NAME_PATTERN.test(queue)) throw new HttpError(400, "not a queue name");
-  return queue;
-}
 
 /** The overview, queue and charts pages and the queue actions. */
 export const queueRoutes: Route[] = [
@@ -47,7 +40,7 @@ export const queueRoutes: Route[] = [
     );
   }),
   pageRoute(/^\/queues\/([^/]+)$/, async ({ admin, liveTopics, series }, { url, ctx, page }, [segment]) => {
-    const queue = queueOf(segment);
+    const queue = nameSegment(segment, "queue");
     const range = rangeOf(url);
     const [overview, stats, limits, pausedKeys] = await Promise.all([
       admin.overview(),
@@ -80,7 +73,7 @@ export const queueRoutes: Route[] = [
   actionRoute(
     /^\/queues\/([^/]+)\/(limits|keys\/pause|keys\/resume)$/,
     async ({ admin }, { form, done, record }, [segment, verb]) => {
-      const queue = queueOf(segment);
+      const queue = nameSegment(segment, "queue");
       try {
         if (verb === "limits") {
           const limits = limitsOf(form);
@@ -108,7 +101,7 @@ export const queueRoutes: Route[] = [
   actionRoute(
     /^\/queues\/([^/]+)\/(pause|resume|retry-dead)$/,
     async ({ admin }, { done, record }, [segment, verb]) => {
-      const queue = queueOf(segment);
+      const queue = nameSegment(segment, "queue");
       await record(`queue ${verb}`, `queue ${queue}`);
       if (verb === "pause") {
         await admin.pauseQueue(queue);

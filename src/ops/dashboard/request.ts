@@ -6,7 +6,7 @@
  */
 import type http from "node:http";
 import { ValidationError } from "../../core/errors.js";
-import { type Duration, isId } from "../../core/validate.js";
+import { type Duration, isId, NAME_PATTERN } from "../../core/validate.js";
 import {
   JOB_STATUSES,
   type JobFilter,
@@ -191,6 +191,13 @@ export function decodePathSegment(segment: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A name (queue, schedule) from its path segment, percent-decoded; 400 when it is not one. */
+export function nameSegment(segment: string | undefined, what: "queue" | "schedule"): string {
+  const name = segment === undefined ? undefined : decodePathSegment(segment);
+  if (name === undefined || !NAME_PATTERN.test(name)) throw new HttpError(400, `not a ${what} name`);
+  return name;
 }
 
 /** The last value of a proxy header (the one the proxy in front wrote), trimmed; undefined when absent. */

@@ -5,8 +5,8 @@
  * answered as a flash.
  */
 import { redactUrlPaths } from "../../core/secrets.js";
-import { isId, NAME_PATTERN } from "../../core/validate.js";
-import { decodePathSegment, formParam, HttpError, param } from "./request.js";
+import { isId } from "../../core/validate.js";
+import { formParam, HttpError, nameSegment, param } from "./request.js";
 import { actionRoute, pageRoute, type Route } from "./routes.js";
 import { auditPage, cronPage, outboxPage, workersPage } from "./views.js";
 
@@ -38,8 +38,7 @@ export const systemRoutes: Route[] = [
     page(200, workersPage({ ...ctx, refresh: 5, live: liveTopics("workers") }, await workersInFlight())),
   ),
   actionRoute(/^\/cron\/([^/]+)\/(pause|resume|run)$/, async ({ admin }, { done, record }, [segment, verbText]) => {
-    const name = decodePathSegment(segment as string);
-    if (name === undefined || !NAME_PATTERN.test(name)) throw new HttpError(400, "not a schedule name");
+    const name = nameSegment(segment, "schedule");
     const verb = verbText as "pause" | "resume" | "run";
     const found =
       verb === "pause"
