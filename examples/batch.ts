@@ -13,9 +13,9 @@ const schema = process.env.SKIPQ_SCHEMA ?? "skipq";
 const skipq = new Skipq({ connectionString: process.env.DATABASE_URL, schema });
 await skipq.migrate();
 
-/** A provider's bulk endpoint: one request for many messages, one status per message. */
+/** A provider's bulk endpoint: one request for many messages, one status per message, in order. */
 async function sendBulk(messages: Array<{ to: string; text: string }>) {
-  return messages.map((m, i) => (m.to.startsWith("+") ? { ok: true, id: `msg-${i}` } : { ok: false, id: "" }));
+  return messages.map((m) => (m.to.startsWith("+") ? { ok: true, id: `msg-${m.to.slice(1)}` } : { ok: false, id: "" }));
 }
 
 const calls: number[] = [];

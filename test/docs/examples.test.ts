@@ -103,7 +103,7 @@ test("examples/batch.ts sends 7 queued messages in 2 batch calls, the bad number
   const out = await runExample("examples/batch.ts");
   expect(out).toContain("7 jobs in 2 handler calls (at most 5 each)");
   expect(out).toContain("completed 6, dead 1");
-  expect(out).toContain('first result {"messageId":"msg-0"}');
+  expect(out).toContain('first result {"messageId":"msg-3312345"}');
 });
 
 test("examples/complete-tx.ts completes each job with its business row: a committed charge at once, a rolled-back one on its retry", async () => {
