@@ -17,11 +17,13 @@ import { childLogger, type Logger } from "../core/logger.js";
 import { type Duration, encodeResult, toMs } from "../core/validate.js";
 import { LazyAbortController } from "../shared/lazyAbort.js";
 import type { ClaimedJob } from "./claimedJob.js";
+import type { HeldJobs } from "./heldJobs.js";
 import type { BatchContext, BatchHandler, BatchJob, Job, Outcome, Running, WorkerHooks } from "./types.js";
 
 /** What a batch needs of the executor's options (executor.ts passes its own, which have these and more). */
 export interface BatchRunOptions {
-  held: Map<string, Running>;
+  /** Every job this worker holds: each member leaves it when the batch ends (finish). */
+  held: HeldJobs;
   logger: Logger;
   jobTimeoutMs: number | undefined;
   maxResultBytes: number;
@@ -216,10 +218,10 @@ export async function executeBatch(
         o.logger.warn({ err: error }, "skipq: afterHandlerBeforeOutcome hook failed");
       }
     }
-    o.held.delete(running.job.id);
-    if (running.detached) {
-      const code = controller.reason instanceof SkipqError ? controller.reason.code : undefined;
-      outcome = code === "SKIPQ_SHUTDOWN" ? "released" : code === "SKIPQ_CANCEL" ? "cancelled" : "lease-lost";
+    const ended = o.held.finish(running);
+    if (ended !== "record") {
+      // Its own loss, whatever the batch's shared signal says (another member's cancel, a shutdown).
+      outcome = ended;
     } else {
       o.record(running, outcome, failure, outcome === "completed" ? result : undefined);
     }

@@ -12,7 +12,7 @@
  * completion. It never commits or rolls back the caller's transaction, and a
  * job that uses none of it costs nothing here.
  */
-import { AlreadyCompletedError, LeaseLostError, SkipqError, ValidationError } from "../core/errors.js";
+import { AlreadyCompletedError, LeaseLostError, ValidationError } from "../core/errors.js";
 import { encodeResult } from "../core/validate.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { JobStore } from "../db/jobStore.js";
@@ -47,7 +47,7 @@ export async function completeInTx(
   const { job } = running;
   // Checked before anything is written: a result that cannot be stored fails like a returned one would.
   const encoded = result === undefined ? undefined : encodeResult(result, p.maxResultBytes);
-  if (running.detached) throw new LeaseLostError(job.id, detachedReason(running));
+  if (running.detached) throw new LeaseLostError(job.id, running.detachedReason ?? "its lease expired");
   if (running.completedTx) {
     // Refused without touching the row: the earlier completion's transaction may still hold its lock (or
     // that completion is still being written: a call not awaited).
@@ -123,11 +123,4 @@ function assertTransactionClient(client: Queryable): void {
     throw new ValidationError(
       "ctx.completeTx was given a pg.Pool, which runs each statement in a transaction of its own: pass the client of your transaction (const client = await pool.connect(); await client.query('BEGIN'); …)",
     );
-}
-
-function detachedReason(running: Running): string {
-  const reason = running.controller.reason;
-  if (reason instanceof SkipqError && reason.code === "SKIPQ_SHUTDOWN") return "it was released at shutdown";
-  if (reason instanceof SkipqError && reason.code === "SKIPQ_CANCEL") return "the job was cancelled";
-  return "its lease expired";
 }

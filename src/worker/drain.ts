@@ -9,12 +9,12 @@ import type { Logger } from "../core/logger.js";
 import { delay } from "../shared/wakeup.js";
 import type { Completer } from "./completer.js";
 import type { Fetcher } from "./fetcher.js";
-import type { Running } from "./types.js";
+import type { HeldJobs } from "./heldJobs.js";
 
 export interface DrainParts {
   fetcher: Fetcher;
   completer: Completer;
-  held: Map<string, Running>;
+  held: HeldJobs;
   logger: Logger;
   shutdownMs: number;
   abortGraceMs: number;
@@ -25,13 +25,9 @@ export interface DrainParts {
 /** Hands back, waits for, aborts and releases the worker's jobs, then flushes their outcomes. */
 export async function drainJobs(p: DrainParts): Promise<void> {
   const { fetcher, completer, held, logger } = p;
-  // Buffered jobs never started: hand them back at once, their attempt not consumed.
-  for (const running of fetcher.drainBuffer()) {
-    running.detached = true;
-    held.delete(running.job.id);
-    completer.record(running, "released", undefined);
-    running.settle();
-  }
+  // Buffered jobs never started: hand them back at once, their attempt not consumed; one whose lease was
+  // lost while it waited just leaves.
+  for (const running of fetcher.drainBuffer()) if (!held.handBack(running)) held.discard(running);
   const hard = new Promise<void>((resolve) => {
     p.onHardStop(resolve);
   });
@@ -46,10 +42,6 @@ export async function drainJobs(p: DrainParts): Promise<void> {
     await Promise.race([settled(), delay(p.abortGraceMs)]);
   }
   // Handlers that ignored their signal: release their jobs now; their late outcomes are fenced out.
-  for (const running of [...held.values()]) {
-    if (running.detached) continue;
-    running.detached = true;
-    completer.record(running, "released", undefined);
-  }
+  for (const running of [...held.values()]) held.handBack(running);
   await completer.flush();
 }

@@ -32,6 +32,7 @@ import { attemptLogger } from "./attemptLog.js";
 import { type BatchEntry, executeBatch } from "./batch.js";
 import { ClaimedJob } from "./claimedJob.js";
 import type { CompletedTx } from "./completeTx.js";
+import type { HeldJobs } from "./heldJobs.js";
 import type {
   Handler,
   Job,
@@ -54,7 +55,8 @@ export interface ExecutorOptions {
   handlers: ReadonlyMap<string, Registered>;
   /** worker.use(): around every handler, first registered outermost. */
   middleware: ReadonlyArray<WorkerMiddleware>;
-  held: Map<string, Running>;
+  /** Every job this worker holds: a job leaves it when its handler ends (finish). */
+  held: HeldJobs;
   logger: Logger;
   jobTimeoutMs: number | undefined;
   /** ctx.log lines kept per attempt (0: none). */
@@ -188,12 +190,11 @@ export class Executor {
       outcome = completedTx === "committed" ? "completed" : "lease-lost";
       if (completedTx === "committed") failure = undefined;
     } else if (running.progressDirty) await this.o.settleProgress(running);
-    this.o.held.delete(job.id);
+    const ended = this.o.held.finish(running);
     if (completedTx !== undefined) {
       // Nothing to record: the caller committed the completion, or the job is no longer this attempt's.
-    } else if (running.detached) {
-      const code = controller.reason instanceof SkipqError ? controller.reason.code : undefined;
-      outcome = code === "SKIPQ_LEASE_LOST" ? "lease-lost" : code === "SKIPQ_CANCEL" ? "cancelled" : "released";
+    } else if (ended !== "record") {
+      outcome = ended;
     } else {
       this.o.record(running, outcome, failure, outcome === "completed" ? result : undefined);
     }

@@ -18,10 +18,10 @@
 import { retryWaitMs } from "../core/backoff.js";
 import type { Logger } from "../core/logger.js";
 import type { ClaimedRow } from "../db/jobStore.js";
-import { LazyAbortController } from "../shared/lazyAbort.js";
 import { claimSpan } from "../shared/telemetry.js";
 import { Wakeup } from "../shared/wakeup.js";
-import { ClaimedJob, parseTimestamptz } from "./claimedJob.js";
+import { parseTimestamptz } from "./claimedJob.js";
+import type { HeldJobs } from "./heldJobs.js";
 import type { ClaimInfo, Job, Running, WorkerHooks, WorkerStats } from "./types.js";
 
 export interface FetcherOptions {
@@ -36,7 +36,8 @@ export interface FetcherOptions {
   pollMs: number;
   /** Milliseconds until the next job of these queues that is not due yet falls due; null when none. */
   nextDue: () => Promise<number | null>;
-  held: Map<string, Running>;
+  /** Every job this worker holds, and their transitions (buffered → running, handed back, discarded). */
+  held: HeldJobs;
   stats: WorkerStats;
   logger: Logger;
   hooks: WorkerHooks | undefined;
@@ -51,8 +52,6 @@ export interface FetcherOptions {
   largestBatch: () => number;
   /** Runs jobs of one batch kind in one handler call, in one slot. */
   executeBatch: (members: readonly Running[]) => Promise<void>;
-  /** Hands a buffered job back without running it (fenced by its lease; no attempt consumed). */
-  release: (running: Running) => void;
   onClaimed: (jobs: ReadonlyArray<Job>, info: ClaimInfo) => void;
   onIdle: () => void;
   onWarning: (error: unknown) => void;
@@ -253,11 +252,7 @@ export class Fetcher {
     if (rows.length === 0) return [];
     const trace = claimSpan(startedAt, this.o.queues, rows.length);
     this.o.stats.claimed += rows.length;
-    const claimed: Running[] = rows.map((row) => {
-      const running = new Held(row, trace, startedAt);
-      this.o.held.set(running.job.id, running);
-      return running;
-    });
+    const claimed: Running[] = rows.map((row) => this.o.held.claimed(row, trace, startedAt));
     const jobs = claimed.map((r) => r.job);
     this.o.onClaimed(jobs, { durationMs, claimedAt: parseTimestamptz((rows[0] as ClaimedRow).locked_at) });
     await this.o.hooks?.afterClaimCommit?.(jobs);
@@ -319,16 +314,12 @@ export class Fetcher {
    */
   private usable(running: Running): boolean {
     if (running.detached) {
-      this.o.held.delete(running.job.id);
-      running.settle();
+      this.o.held.discard(running);
       return false;
     }
     if (performance.now() - running.confirmedAt >= this.o.leaseMs) {
-      running.detached = true;
-      this.o.held.delete(running.job.id);
-      this.o.release(running);
+      this.o.held.handBack(running);
       this.unconfirmed++;
-      running.settle();
       return false;
     }
     return true;
@@ -381,7 +372,7 @@ export class Fetcher {
 
   /** Starts one job in a slot (no array per job: the single-job path is the hot one). */
   private runOne(running: Running): void {
-    running.started = true;
+    this.o.held.start(running);
     this.active++;
     void this.o.execute(running).finally(() => {
       this.active--;
@@ -393,7 +384,7 @@ export class Fetcher {
 
   /** Starts one batch in one slot; its jobs settle when the batch ends. */
   private runBatch(members: Running[]): void {
-    for (const running of members) running.started = true;
+    for (const running of members) this.o.held.start(running);
     this.active++;
     void this.o.executeBatch(members).finally(() => {
       this.active--;
@@ -429,48 +420,4 @@ export function prefetchTarget(o: {
   const perJobMs = Math.max(o.handlerMs, 0.01);
   const inQuarterLease = Math.floor((o.concurrency * o.leaseMs) / 4 / perJobMs);
   return Math.min(o.prefetch, inQuarterLease, Math.ceil((2 * o.claimMs * o.concurrency) / perJobMs));
-}
-
-/**
- * The record of a job just claimed: leased, not started. Its `done` promise is made only when someone
- * waits for it (stop, runOnce): most jobs settle unobserved, and a promise per job was measurable GC.
- */
-class Held implements Running {
-  readonly job: ClaimedJob;
-  readonly lease: string;
-  /** Replaced by its batch's controller when it runs in a batch (one abort for the whole batch). */
-  controller = new LazyAbortController();
-  startedAt = 0;
-  detached = false;
-  started = false;
-  confirmedAt: number;
-  private settled = false;
-  private waiting: { promise: Promise<void>; resolve: () => void } | undefined;
-
-  constructor(
-    row: ClaimedRow,
-    readonly trace: Running["trace"],
-    claimedAt: number,
-  ) {
-    this.confirmedAt = claimedAt;
-    this.job = new ClaimedJob(row);
-    this.lease = row.lease;
-  }
-
-  get done(): Promise<void> {
-    if (this.settled) return Promise.resolve();
-    if (!this.waiting) {
-      let resolve!: () => void;
-      const promise = new Promise<void>((r) => {
-        resolve = r;
-      });
-      this.waiting = { promise, resolve };
-    }
-    return this.waiting.promise;
-  }
-
-  settle(): void {
-    this.settled = true;
-    this.waiting?.resolve();
-  }
 }

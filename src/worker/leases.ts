@@ -26,6 +26,7 @@ import { SkipqError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { JobStore } from "../db/jobStore.js";
+import type { HeldJobs } from "./heldJobs.js";
 import type { Running, WorkerStats } from "./types.js";
 
 export interface LeasesOptions {
@@ -33,8 +34,8 @@ export interface LeasesOptions {
   features: JobFeatureStore;
   /** Longest time a progress value waits to be written. */
   progressMs: number;
-  /** Every job whose lease this worker holds. */
-  held: ReadonlyMap<string, Running>;
+  /** Every job whose lease this worker holds; a lost one is marked there (lose). */
+  held: HeldJobs;
   leaseMs: number;
   heartbeatMs: number;
   logger: Logger;
@@ -70,7 +71,7 @@ export class Leases {
   /** One heartbeat for every held job; those the database no longer honours are lost. */
   async heartbeatAll(): Promise<void> {
     // A job completed by ctx.completeTx is not touched: the caller's transaction may hold its row.
-    const held = [...this.o.held.values()].filter((r) => !r.detached && r.completedTx === undefined);
+    const held = this.o.held.heartbeatable();
     if (held.length === 0) return;
     const asked = performance.now();
     try {
@@ -219,8 +220,7 @@ export class Leases {
   }
 
   private lose(running: Running, reason: "lease" | "cancel"): void {
-    if (running.detached || !this.o.held.has(running.job.id)) return;
-    running.detached = true;
+    if (!this.o.held.lose(running, reason)) return;
     const id = running.job.id;
     if (reason === "cancel") {
       this.o.logger.info({ jobId: id }, "skipq: job cancelled by an operator; aborting its handler");

@@ -275,6 +275,15 @@ export interface WorkerHooks {
 
 export type Outcome = "completed" | "retry" | "dead" | "snoozed" | "cancelled" | "released" | "lease-lost";
 
+/** The outcome of a job that left this worker before its handler's own outcome could count. */
+export type DetachedOutcome = Extract<Outcome, "lease-lost" | "cancelled" | "released">;
+
+/**
+ * Where a held job is in its local life (heldJobs.ts owns the transitions): waiting in the prefetch buffer,
+ * running, lost (lease gone or cancelled) or handed back while it ran, or gone from the worker.
+ */
+export type HeldState = "buffered" | "running" | "lost" | "handed-back" | "finished";
+
 /** How a non-empty claim went: its round trip, and the database time it took the jobs (all share it). */
 export interface ClaimInfo {
   durationMs: number;
@@ -306,10 +315,14 @@ export interface Running {
   startedAt: number;
   /** The claim span's context, for the execution span (OpenTelemetry). */
   trace: TraceContext | undefined;
-  /** Set when the outcome must not be written: lease lost, or released at shutdown. */
-  detached: boolean;
-  /** False while the job waits in the prefetch buffer. */
-  started: boolean;
+  /** Where it is in its local life; only HeldJobs (heldJobs.ts) changes it. */
+  readonly state: HeldState;
+  /** Its outcome must not be written: lease lost, cancelled, or handed back (set by HeldJobs). */
+  readonly detached: boolean;
+  /** Its handler started: false while it waits in the prefetch buffer (set by HeldJobs). */
+  readonly started: boolean;
+  /** Why it is detached, as a sentence for an error ("its lease expired"); undefined while it is not. */
+  readonly detachedReason: string | undefined;
   /**
    * When the database last confirmed this lease (performance.now() as the claim or heartbeat was sent):
    * a buffered job not confirmed for a whole lease is handed back, never started here.

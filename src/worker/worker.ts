@@ -42,6 +42,7 @@ import { type CompleteTxParts, completeInTx, settleCompletedTx } from "./complet
 import { drainJobs } from "./drain.js";
 import { Executor, type Registered } from "./executor.js";
 import { Fetcher } from "./fetcher.js";
+import { HeldJobs } from "./heldJobs.js";
 import { Leases } from "./leases.js";
 import { workerMaintainer, workerPresence } from "./loops.js";
 import type { Presence } from "./presence.js";
@@ -51,7 +52,6 @@ import type {
   BatchHandlerOptions,
   Handler,
   Job,
-  Running,
   WorkerEvents,
   WorkerMiddleware,
   WorkerOptions,
@@ -107,8 +107,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly store: Store;
   private readonly handlers = new Map<string, Registered>();
   private readonly middleware: WorkerMiddleware[] = [];
-  /** Every job whose lease this worker holds: running, or waiting in the fetcher's buffer. */
-  private readonly held = new Map<string, Running>();
+  /** Every job whose lease this worker holds (buffered or running), and its transitions; a job handed back is released through the completer. */
+  private readonly held = new HeldJobs((running) => this.completer.record(running, "released", undefined));
   private readonly fetcher: Fetcher;
   private readonly completer: Completer;
   private readonly leases: Leases;
@@ -249,7 +249,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
       batchOf: (kind) => executor.batchOf(kind),
       largestBatch: () => this.largestBatch,
       executeBatch: (members) => executor.executeBatch(members),
-      release: (running) => this.completer.record(running, "released", undefined),
       onClaimed: (jobs, info) => this.emit("claimed", jobs, info),
       onIdle: () => this.emit("idle"),
       onWarning: warn("claim"),

@@ -192,6 +192,34 @@ test("a job cancelled mid-batch ends cancelled; a throw on the batch's aborted s
   expect(r[0].last_error).toBeNull();
 });
 
+test("each job of a batch ends with its own loss, whatever the shared signal says: one cancelled, another's lease lost", async () => {
+  const ids = await enqueueMany("own-loss", 3);
+  const started = gate();
+  const ends = new Map<string, string>();
+  let calls = 0;
+  const w = worker("own-loss").registerBatch(item, { size: 10 }, async (_jobs, ctx) => {
+    if (++calls > 1) return;
+    started.open();
+    await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve()));
+    // The cancel aborted the batch; this heartbeat finds the lease taken from job 1.
+    await ctx.heartbeat();
+    throw ctx.signal.reason;
+  });
+  w.on("jobEnd", (job, outcome) => {
+    if (!ends.has(job.id)) ends.set(job.id, outcome);
+  });
+  await w.start();
+  await started.promise;
+  await t.db.query(`UPDATE ${s}.jobs SET lease = lease + 1000 WHERE id = $1`, [ids[1]]);
+  await new Admin(t.skipq).cancelJob(ids[0] as string);
+  await until("the third job completed on a second batch", async () => (await rows(ids))[2].status === "completed");
+  await w.stop();
+  // One shared signal, aborted first by the cancel: job 1's jobEnd is still its own lost lease.
+  expect(ids.map((id) => ends.get(id))).toEqual(["cancelled", "lease-lost", "released"]);
+  expect((await rows(ids)).map((r) => r.status)).toEqual(["cancelled", "running", "completed"]);
+  await t.db.query(`DELETE FROM ${s}.jobs WHERE id = $1`, [ids[1]]);
+});
+
 test("shutdown mid-batch: the batch's signal aborts and every job goes back to pending without using its attempt", async () => {
   const ids = await enqueueMany("shutdown", 4);
   const started = gate();

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { ClaimedRow } from "../../src/db/jobStore.js";
 import { type Logger, Skipq, silentLogger } from "../../src/index.js";
 import { Fetcher } from "../../src/worker/fetcher.js";
-import type { Running } from "../../src/worker/types.js";
+import { HeldJobs } from "../../src/worker/heldJobs.js";
 import { ChaosProxy } from "../chaos/proxy.js";
 import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
 
@@ -178,7 +178,7 @@ it("a notification during a claim is never lost when another claim came back sho
     maxClaims: 2,
     pollMs: 3_600_000,
     nextDue: async () => null,
-    held: new Map<string, Running>(),
+    held: new HeldJobs(() => undefined),
     stats: { claimed: 0, completed: 0, failed: 0, staleOutcomes: 0, leasesLost: 0, released: 0 },
     logger: silentLogger,
     hooks: undefined,
@@ -188,7 +188,6 @@ it("a notification during a claim is never lost when another claim came back sho
     batchOf: () => undefined,
     largestBatch: () => 1,
     executeBatch: async () => undefined,
-    release: () => undefined,
     onClaimed: () => undefined,
     onIdle: () => undefined,
     onWarning: () => undefined,
