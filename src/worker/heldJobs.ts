@@ -13,7 +13,13 @@
  * running one leaves when its handler ends (`finish`), whatever happened to it
  * meanwhile; only a job still running then has its outcome recorded.
  *
- * Invariants: a job is in the map exactly while this worker holds its lease;
+ * A hold is one claim: its lease. The same job can be held twice for a while —
+ * its lease ran out under a running handler, the reaper returned it, and a claim
+ * of this worker leased it again — and each hold then lives and ends on its own
+ * (the earlier one's outcome is refused by the database's lease fence). `get(id)`
+ * is the newest hold.
+ *
+ * Invariants: a hold is in the map exactly while this worker holds its lease;
  * `lose` and `handBack` of a job that is already detached (or gone) change
  * nothing and say so, because a heartbeat's verdict, a cancel and a shutdown
  * race each other; any other transition from the wrong state is a bug in the
@@ -41,7 +47,10 @@ const DETACHED_REASON: Record<Detachment, string> = {
 };
 
 export class HeldJobs {
+  /** Every hold, by its lease. */
   private readonly jobs = new Map<string, HeldJob>();
+  /** The newest hold of each job id (what a cancel message or a progress write names). */
+  private readonly newest = new Map<string, HeldJob>();
 
   /** `release` hands a job back to the database (fenced by its lease; its attempt not used). */
   constructor(private readonly release: (running: Running) => void) {}
@@ -51,11 +60,11 @@ export class HeldJobs {
   }
 
   has(id: string): boolean {
-    return this.jobs.has(id);
+    return this.newest.has(id);
   }
 
   get(id: string): HeldJob | undefined {
-    return this.jobs.get(id);
+    return this.newest.get(id);
   }
 
   values(): IterableIterator<HeldJob> {
@@ -72,7 +81,8 @@ export class HeldJobs {
   /** A job a claim just leased: buffered, not started. */
   claimed(row: ClaimedRow, trace: Running["trace"], claimedAt: number): HeldJob {
     const held = new HeldJob(row, trace, claimedAt);
-    this.jobs.set(held.job.id, held);
+    this.jobs.set(held.lease, held);
+    this.newest.set(held.job.id, held);
     return held;
   }
 
@@ -134,13 +144,13 @@ export class HeldJobs {
 
   /** This worker's record of `running`, while it is buffered or running; undefined once it is not. */
   private mine(running: Running): HeldJob | undefined {
-    const held = this.jobs.get(running.job.id);
+    const held = this.jobs.get(running.lease);
     return held === running && (held.state === "buffered" || held.state === "running") ? held : undefined;
   }
 
   /** This worker's record of `running`; a transition on a job it does not hold is a bug. */
   private own(running: Running, transition: string): HeldJob {
-    const held = this.jobs.get(running.job.id);
+    const held = this.jobs.get(running.lease);
     if (held !== running)
       throw new Error(`skipq internal: ${transition} of job ${running.job.id}, which this worker does not hold`);
     return held;
@@ -155,7 +165,8 @@ export class HeldJobs {
 
   private leave(held: HeldJob): void {
     held.state = "finished";
-    this.jobs.delete(held.job.id);
+    this.jobs.delete(held.lease);
+    if (this.newest.get(held.job.id) === held) this.newest.delete(held.job.id);
   }
 }
 

@@ -133,3 +133,19 @@ test("heartbeats skip jobs completed in the caller's transaction and detached on
   jobs.lose(c, "lease");
   expect(jobs.heartbeatable()).toEqual([a]);
 });
+
+test("a job leased again while its earlier attempt still runs is held twice, and each hold ends on its own", () => {
+  // Its lease ran out under a running handler, the reaper returned it, and a claim of this worker took it again.
+  const { jobs, claim } = held();
+  const first = claim("6");
+  jobs.start(first);
+  const again = jobs.claimed({ ...row("6"), lease: "lease-6-again", attempts: 2 }, undefined, performance.now());
+  expect([jobs.size, jobs.get("6")]).toEqual([2, again]);
+  jobs.start(again);
+  // The earlier handler ends first: its outcome is written (and refused by the lease fence); the new hold stays.
+  expect(jobs.finish(first)).toBe("record");
+  expect([jobs.size, jobs.get("6"), again.state]).toEqual([1, again, "running"]);
+  expect(jobs.heartbeatable()).toEqual([again]);
+  expect(jobs.finish(again)).toBe("record");
+  expect([jobs.size, jobs.has("6")]).toEqual([0, false]);
+});
