@@ -17,7 +17,9 @@ import { childLogger, type Logger } from "../core/logger.js";
 import { type Duration, encodeResult, toMs } from "../core/validate.js";
 import { LazyAbortController } from "../shared/lazyAbort.js";
 import type { ClaimedJob } from "./claimedJob.js";
+import type { Completer } from "./completer.js";
 import type { HeldJobs } from "./heldJobs.js";
+import type { Leases } from "./leases.js";
 import type { BatchContext, BatchHandler, BatchJob, Job, Outcome, Running, WorkerHooks } from "./types.js";
 
 /** What a batch needs of the executor's options (executor.ts passes its own, which have these and more). */
@@ -28,8 +30,9 @@ export interface BatchRunOptions {
   jobTimeoutMs: number | undefined;
   maxResultBytes: number;
   hooks: WorkerHooks | undefined;
-  heartbeatBatch: (members: readonly Running[]) => Promise<boolean>;
-  record: (running: Running, outcome: Outcome, error: unknown, result?: string) => void;
+  /** A batch's ctx.heartbeat(): one statement for its jobs; false when every one is lost. */
+  leases: Pick<Leases, "heartbeatSome">;
+  completer: Pick<Completer, "record">;
   onStart: (job: Job) => void;
   onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown, perJobMs?: number) => void;
 }
@@ -150,7 +153,7 @@ export async function executeBatch(
     get signal() {
       return controller.signal;
     },
-    heartbeat: () => o.heartbeatBatch(members),
+    heartbeat: () => o.leases.heartbeatSome(members),
     log: childLogger(o.logger, { kind, batch: called.length }),
   };
   let value: unknown;
@@ -223,7 +226,7 @@ export async function executeBatch(
       // Its own loss, whatever the batch's shared signal says (another member's cancel, a shutdown).
       outcome = ended;
     } else {
-      o.record(running, outcome, failure, outcome === "completed" ? result : undefined);
+      o.completer.record(running, outcome, failure, outcome === "completed" ? result : undefined);
     }
     o.onEnd(running.job, outcome, durationMs, failure, durationMs / members.length);
   }

@@ -27,7 +27,7 @@ export async function drainJobs(p: DrainParts): Promise<void> {
   const { fetcher, completer, held, logger } = p;
   // Buffered jobs never started: hand them back at once, their attempt not consumed; one whose lease was
   // lost while it waited just leaves.
-  for (const running of fetcher.drainBuffer()) if (!held.handBack(running)) held.discard(running);
+  for (const running of fetcher.slots.drainBuffer()) if (!held.handBack(running)) held.discard(running);
   const hard = new Promise<void>((resolve) => {
     p.onHardStop(resolve);
   });

@@ -19,42 +19,27 @@ import {
   SkipqError,
   UnknownKindError,
 } from "../core/errors.js";
-import { type JobDefinition, validatePayload } from "../core/job.js";
+import { validatePayload } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
 import { runChain } from "../core/middleware.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import { type Duration, encodeProgress, encodeResult } from "../core/validate.js";
 import type { InsertRow } from "../db/jobStore.js";
-import type { Queryable } from "../db/queryable.js";
 import type { BulkItem } from "../enqueue/enqueuer.js";
 import { endExecuteSpan, inSpan, startExecuteSpan } from "../shared/telemetry.js";
 import { attemptLogger } from "./attemptLog.js";
 import { type BatchEntry, executeBatch } from "./batch.js";
 import { ClaimedJob } from "./claimedJob.js";
-import type { CompletedTx } from "./completeTx.js";
+import type { Completer } from "./completer.js";
+import { type CompleteTxParts, completeInTx, settleCompletedTx } from "./completeTx.js";
+import type { Handlers, Registered } from "./handlers.js";
 import type { HeldJobs } from "./heldJobs.js";
-import type {
-  Handler,
-  Job,
-  JobContext,
-  Outcome,
-  ParentOutcome,
-  Running,
-  WorkerHooks,
-  WorkerMiddleware,
-} from "./types.js";
-
-export interface Registered {
-  definition?: JobDefinition<unknown>;
-  handler: Handler<never>;
-  /** Set for a kind registered with registerBatch: its jobs run in batches (batch.ts), never one by one. */
-  batch?: BatchEntry;
-}
+import type { Leases } from "./leases.js";
+import type { Handler, Job, JobContext, Outcome, ParentOutcome, Running, WorkerHooks } from "./types.js";
 
 export interface ExecutorOptions {
-  handlers: ReadonlyMap<string, Registered>;
-  /** worker.use(): around every handler, first registered outermost. */
-  middleware: ReadonlyArray<WorkerMiddleware>;
+  /** Kinds, their handlers, and middleware. */
+  handlers: Handlers;
   /** Every job this worker holds: a job leaves it when its handler ends (finish). */
   held: HeldJobs;
   logger: Logger;
@@ -66,23 +51,19 @@ export interface ExecutorOptions {
   /** Largest result a handler may return, encoded, in bytes. */
   maxResultBytes: number;
   hooks: WorkerHooks | undefined;
-  heartbeat: (running: Running) => Promise<boolean>;
-  /** A batch's ctx.heartbeat(): one statement for its jobs; false when every one is lost. */
-  heartbeatBatch: (members: readonly Running[]) => Promise<boolean>;
-  /** ctx.progress(): the value, validated and encoded, to be written coalesced. */
-  progress: (running: Running, value: unknown, encoded: string) => void;
-  /** Before a job's outcome: its last progress value written. */
-  settleProgress: (running: Running) => Promise<void>;
+  /** Heartbeats (one job's, a batch's in one statement) and ctx.progress's coalesced writes. */
+  leases: Pick<Leases, "heartbeatOne" | "heartbeatSome" | "noteProgress" | "settleProgress">;
+  /** Where a handler's outcome goes: batched, fenced by the job's lease. */
+  completer: Pick<Completer, "record">;
+  /** ctx.completeTx: the completion written in the caller's transaction (completeTx.ts). */
+  completeTx: CompleteTxParts;
+  /** ctx.progress() was called with this value (the worker's "progress" event). */
+  onProgress: (job: Job, value: unknown) => void;
   pauseKey: (job: Job, until: Date | Duration, key: string | null | undefined) => Promise<Date>;
-  record: (running: Running, outcome: Outcome, error: unknown, result?: string) => void;
   /** Workflows: a job's parents (ctx.parents). */
   parents: (job: Job) => Promise<Record<string, ParentOutcome>>;
   /** Workflows: validates ctx.spawn's children into rows. */
   prepareSpawn: (children: ReadonlyArray<BulkItem>, then: BulkItem | undefined) => Promise<InsertRow[]>;
-  /** ctx.completeTx: the completion written in the caller's transaction (completeTx.ts). */
-  completeTx: (running: Running, client: Queryable, result: unknown) => Promise<void>;
-  /** After a handler that called completeTx: how the caller's transaction ended (completeTx.ts). */
-  settleCompletedTx: (running: Running) => Promise<CompletedTx>;
   onStart: (job: Job) => void;
   /** `perJobMs`: the handler time per job (a batch's duration over its size), for the prefetch target. */
   onEnd: (job: Job, outcome: Outcome, durationMs: number, error: unknown, perJobMs?: number) => void;
@@ -96,7 +77,7 @@ export class Executor {
 
   /** The error a job of an unregistered kind ends with (handed back, no attempt used), logged once per kind. */
   private unknownKind(kind: string): UnknownKindError {
-    const error = new UnknownKindError(kind, [...this.o.handlers.keys()]);
+    const error = new UnknownKindError(kind, this.o.handlers.kinds);
     if (!this.unknownKinds.has(kind)) {
       this.unknownKinds.add(kind);
       this.o.logger.warn(
@@ -105,11 +86,6 @@ export class Executor {
       );
     }
     return error;
-  }
-
-  /** The batch settings of a kind registered with registerBatch; undefined for any other kind. */
-  batchOf(kind: string): BatchEntry | undefined {
-    return this.o.handlers.get(kind)?.batch;
   }
 
   /** Runs jobs of one batch kind in one handler call (batch.ts). */
@@ -138,7 +114,7 @@ export class Executor {
       const invoke = () => Promise.resolve().then(() => handler(payload, ctx));
       // With middleware the result is still the handler's own value, whatever the chain resolves with.
       let handlerValue: unknown;
-      const middleware = this.o.middleware;
+      const middleware = this.o.handlers.middleware;
       const handled = inSpan(span, () =>
         middleware.length === 0
           ? invoke()
@@ -189,14 +165,14 @@ export class Executor {
     if (completedTx !== undefined) {
       outcome = completedTx === "committed" ? "completed" : "lease-lost";
       if (completedTx === "committed") failure = undefined;
-    } else if (running.progressDirty) await this.o.settleProgress(running);
+    } else if (running.progressDirty) await this.o.leases.settleProgress(running);
     const ended = this.o.held.finish(running);
     if (completedTx !== undefined) {
       // Nothing to record: the caller committed the completion, or the job is no longer this attempt's.
     } else if (ended !== "record") {
       outcome = ended;
     } else {
-      this.o.record(running, outcome, failure, outcome === "completed" ? result : undefined);
+      this.o.completer.record(running, outcome, failure, outcome === "completed" ? result : undefined);
     }
     endExecuteSpan(span, outcome, failure);
     this.o.onEnd(job, outcome, performance.now() - running.startedAt, failure);
@@ -208,7 +184,7 @@ export class Executor {
    */
   private async completedTx(running: Running): Promise<"committed" | "lost" | undefined> {
     try {
-      const ended = await this.o.settleCompletedTx(running);
+      const ended = await settleCompletedTx(this.o.completeTx, running);
       return ended === "rolled-back" ? undefined : ended;
     } catch (error) {
       running.completedTx = undefined;
@@ -246,15 +222,18 @@ export class Executor {
       get signal() {
         return controller.signal;
       },
-      heartbeat: () => this.o.heartbeat(running),
+      heartbeat: () => this.o.leases.heartbeatOne(running),
       pauseKey: (until, key) => this.o.pauseKey(job, until, key),
-      progress: async (value) => this.o.progress(running, value, encodeProgress(value)),
+      progress: async (value) => {
+        this.o.leases.noteProgress(running, encodeProgress(value));
+        this.o.onProgress(job, value);
+      },
       parents,
       spawn: async (children, options) => {
         const rows = await this.o.prepareSpawn(children, options?.then);
         running.spawns = [...(running.spawns ?? []), rows];
       },
-      completeTx: (client, value) => this.o.completeTx(running, client, value),
+      completeTx: (client, value) => completeInTx(this.o.completeTx, running, client, value),
       get log() {
         if (log) return log;
         if (maxLines === 0) {

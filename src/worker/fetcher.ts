@@ -1,19 +1,15 @@
 /**
- * The fetcher: claims jobs and hands them to the executor in claim order.
- * Claimed jobs wait in a small local buffer so a claim is in flight while
- * handlers run; the buffer holds about two claim round trips' worth of work at
- * the measured handler speed (at most `prefetch`).
+ * The fetcher: claims jobs and hands them to the slots (slots.ts) in claim
+ * order. Claimed jobs wait in a small local buffer so a claim is in flight
+ * while handlers run; the buffer holds about two claim round trips' worth of
+ * work at the measured handler speed (at most `prefetch`).
  *
- * Jobs of a batch kind (registerBatch) start together, up to its `size` per
- * handler call, in one slot; a partial batch may wait up to its `waitMs`.
- *
- * Invariants: at most `concurrency` handlers (or batches) run at once; at
- * most `concurrency × largest batch size + prefetch` leases are held; no claim starts while the
- * completer's backlog is full; a notification that arrives during a claim is
- * never lost (the loop claims again instead of idling, whatever another claim
- * in flight answered); after a failed claim
- * no claim starts until its backoff is over; nothing is claimed or started
- * once the worker is stopping.
+ * Invariants: at most `concurrency × largest batch size + prefetch` leases are
+ * held; no claim starts while the completer's backlog is full; a notification
+ * that arrives during a claim is never lost (the loop claims again instead of
+ * idling, whatever another claim in flight answered); after a failed claim no
+ * claim starts until its backoff is over; nothing is claimed once the worker
+ * is stopping.
  */
 import { retryWaitMs } from "../core/backoff.js";
 import type { Logger } from "../core/logger.js";
@@ -21,11 +17,16 @@ import type { ClaimedRow } from "../db/jobStore.js";
 import { claimSpan } from "../shared/telemetry.js";
 import { Wakeup } from "../shared/wakeup.js";
 import { parseTimestamptz } from "./claimedJob.js";
+import type { Claimer } from "./claimer.js";
+import type { Completer } from "./completer.js";
+import type { Executor } from "./executor.js";
+import type { Handlers } from "./handlers.js";
 import type { HeldJobs } from "./heldJobs.js";
+import { Slots } from "./slots.js";
 import type { ClaimInfo, Job, Running, WorkerHooks, WorkerStats } from "./types.js";
 
 export interface FetcherOptions {
-  claim: (limit: number) => Promise<ClaimedRow[]>;
+  claimer: Pick<Claimer, "claim">;
   queues: readonly string[];
   concurrency: number;
   prefetch: number;
@@ -43,15 +44,11 @@ export interface FetcherOptions {
   hooks: WorkerHooks | undefined;
   /** False once the worker is stopping: claim nothing, start nothing. */
   running: () => boolean;
-  /** True while unwritten outcomes are at their cap. */
-  saturated: () => boolean;
-  execute: (running: Running) => Promise<void>;
-  /** Batch kinds (registerBatch): their size and hold; undefined for a kind run one job per call. */
-  batchOf: (kind: string) => { size: number; waitMs: number } | undefined;
-  /** The largest registered batch size (1 when none): a slot may hold that many leases. */
-  largestBatch: () => number;
-  /** Runs jobs of one batch kind in one handler call, in one slot. */
-  executeBatch: (members: readonly Running[]) => Promise<void>;
+  /** Its `saturated`: true while unwritten outcomes are at their cap. */
+  completer: Pick<Completer, "saturated">;
+  /** Batch kinds (registerBatch); the largest batch size (1 when none): a slot may hold that many leases. */
+  handlers: Pick<Handlers, "batchOf" | "largestBatch">;
+  executor: Pick<Executor, "execute" | "executeBatch">;
   onClaimed: (jobs: ReadonlyArray<Job>, info: ClaimInfo) => void;
   onIdle: () => void;
   onWarning: (error: unknown) => void;
@@ -60,9 +57,8 @@ export interface FetcherOptions {
 export class Fetcher {
   /** Wakes the loop: a notification, a freed slot, a stop. */
   readonly wakeup = new Wakeup();
-  /** Claimed jobs not started yet, in claim order. */
-  private readonly buffer: Running[] = [];
-  private active = 0;
+  /** The prefetch buffer and the slots its jobs start in. */
+  readonly slots: Slots;
   private readonly claiming = new Set<Promise<void>>();
   private claimsInFlight = 0;
   /** Jobs asked for by the claims in flight. */
@@ -81,21 +77,9 @@ export class Fetcher {
   /** Moving averages of handler duration and claim round trip (ms), for the prefetch target. */
   private handlerMs: number | undefined;
   private claimMs = 1;
-  /** Buffered jobs handed back since the last log line because their lease went unconfirmed for a whole lease. */
-  private unconfirmed = 0;
-  /** Batch kinds holding a partial batch for their `waitMs`: its timer, and whether it fired (the wait is over). */
-  private readonly holding = new Map<string, { due: boolean; timer: NodeJS.Timeout }>();
 
-  constructor(private readonly o: FetcherOptions) {}
-
-  /** Handlers running now. */
-  get activeCount(): number {
-    return this.active;
-  }
-
-  /** Claimed jobs waiting in the buffer. */
-  get bufferedCount(): number {
-    return this.buffer.length;
+  constructor(private readonly o: FetcherOptions) {
+    this.slots = new Slots({ ...o, onFree: () => this.wakeup.wake() });
   }
 
   /** A job for one of this worker's queues was announced. */
@@ -181,13 +165,12 @@ export class Fetcher {
       // Slots idle with nothing buffered or coming: claim whatever fits now. Otherwise wait until half a
       // claim's worth of room is free, so slots freeing one by one never turn into one-job claims.
       // A partial batch held for its waitMs starves too: any job claimed now may fill it.
-      const starving =
-        (this.buffer.length === 0 || this.holding.size > 0) && this.active < o.concurrency && this.claimsInFlight === 0;
+      const starving = this.slots.starving && this.claimsInFlight === 0;
       if (
         this.claimsInFlight >= o.maxClaims ||
         room <= 0 ||
         (!starving && room < Math.ceil(fullClaim / 2)) ||
-        o.saturated()
+        o.completer.saturated
       ) {
         await this.wakeup.wait(o.pollMs);
         continue;
@@ -205,7 +188,7 @@ export class Fetcher {
             // in flight, the one that came back short first would otherwise idle the loop past the job).
             if (this.notifications !== notificationsBefore) this.sawEmpty = false;
             else if (claimed.length < room) this.sawEmpty = true;
-            this.startBuffered();
+            this.slots.startBuffered();
           },
           (error) => {
             this.claimFailures++;
@@ -231,12 +214,12 @@ export class Fetcher {
    * by one claim).
    */
   get claimSize(): number {
-    return Math.max(this.o.batchSize, this.o.largestBatch());
+    return Math.max(this.o.batchSize, this.o.handlers.largestBatch);
   }
 
   /** Leases the running slots may hold: `concurrency`, times the largest batch size when batches run. */
   private slotLeases(): number {
-    return this.o.concurrency * this.o.largestBatch();
+    return this.o.concurrency * this.o.handlers.largestBatch;
   }
 
   private prefetchTarget(): number {
@@ -246,7 +229,7 @@ export class Fetcher {
   /** One claim of up to `limit` jobs, leased and buffered (not started). */
   async claim(limit: number): Promise<Running[]> {
     const startedAt = performance.now();
-    const rows = await this.o.claim(limit);
+    const rows = await this.o.claimer.claim(limit);
     const durationMs = performance.now() - startedAt;
     this.claimMs = 0.8 * this.claimMs + 0.2 * durationMs;
     if (rows.length === 0) return [];
@@ -256,149 +239,8 @@ export class Fetcher {
     const jobs = claimed.map((r) => r.job);
     this.o.onClaimed(jobs, { durationMs, claimedAt: parseTimestamptz((rows[0] as ClaimedRow).locked_at) });
     await this.o.hooks?.afterClaimCommit?.(jobs);
-    this.buffer.push(...claimed);
+    this.slots.add(claimed);
     return claimed;
-  }
-
-  /** Starts buffered jobs, in claim order, while slots are free; none once stopping (shutdown releases them). */
-  startBuffered(): void {
-    this.startReady();
-    if (this.unconfirmed > 0) {
-      this.o.logger.warn(
-        { count: this.unconfirmed, leaseMs: this.o.leaseMs },
-        "skipq: handed back buffered jobs whose lease no heartbeat confirmed for a whole lease (cut off from the database, or it is overloaded): released at once if their lease is still live, else the reaper returns them",
-      );
-      this.unconfirmed = 0;
-    }
-  }
-
-  private startReady(): void {
-    let i = 0;
-    /** Batch kinds seen holding in this pass: their other jobs stay buffered too. */
-    let held: Set<string> | undefined;
-    while (this.active < this.o.concurrency && i < this.buffer.length) {
-      if (!this.o.running()) return;
-      const running = this.buffer[i] as Running;
-      if (!this.usable(running)) {
-        this.buffer.splice(i, 1);
-        continue;
-      }
-      const kind = running.job.kind;
-      const batch = this.o.batchOf(kind);
-      if (batch === undefined) {
-        this.buffer.splice(i, 1);
-        this.runOne(running);
-        continue;
-      }
-      if (held?.has(kind)) {
-        i++;
-        continue;
-      }
-      const members = this.takeBatch(i, kind, batch);
-      if (members === undefined) {
-        held ??= new Set();
-        held.add(kind);
-        i++;
-      } else if (members.length > 0) {
-        this.runBatch(members);
-      }
-    }
-  }
-
-  /**
-   * False (and the job dealt with) for a buffered job that must not start: its lease was lost while it
-   * waited (nothing ran, nothing to record), or no heartbeat confirmed it for a whole lease — a partition or
-   * a stalled database; the reaper may have returned it and another worker may run it, so running it here
-   * would only add a duplicate. Handed back fenced by its lease: it returns to the queue at once (no attempt
-   * used) if the lease was still live after all, and nothing changes if it was not.
-   */
-  private usable(running: Running): boolean {
-    if (running.detached) {
-      this.o.held.discard(running);
-      return false;
-    }
-    if (performance.now() - running.confirmedAt >= this.o.leaseMs) {
-      this.o.held.handBack(running);
-      this.unconfirmed++;
-      return false;
-    }
-    return true;
-  }
-
-  /**
-   * Takes up to `size` buffered jobs of a batch kind, from index `from` on, out of the buffer (the unusable
-   * ones dealt with). Undefined, taking nothing, while a partial batch may still wait for more (`waitMs`):
-   * a timer starts it when the wait is over.
-   */
-  private takeBatch(from: number, kind: string, batch: { size: number; waitMs: number }): Running[] | undefined {
-    let count = 0;
-    for (let j = from; j < this.buffer.length && count < batch.size; j++) {
-      if ((this.buffer[j] as Running).job.kind === kind) count++;
-    }
-    if (count < batch.size && batch.waitMs > 0) {
-      const hold = this.holding.get(kind);
-      if (hold === undefined) {
-        // Its firing is what ends the wait (not a clock comparison, which a timer firing a hair early would fail).
-        const held = {
-          due: false,
-          timer: setTimeout(() => {
-            held.due = true;
-            this.startBuffered();
-          }, batch.waitMs),
-        };
-        held.timer.unref?.();
-        this.holding.set(kind, held);
-        return undefined;
-      }
-      if (!hold.due) return undefined;
-    }
-    const hold = this.holding.get(kind);
-    if (hold) {
-      clearTimeout(hold.timer);
-      this.holding.delete(kind);
-    }
-    const members: Running[] = [];
-    for (let j = from; j < this.buffer.length && members.length < batch.size; ) {
-      const running = this.buffer[j] as Running;
-      if (running.job.kind !== kind) {
-        j++;
-        continue;
-      }
-      this.buffer.splice(j, 1);
-      if (this.usable(running)) members.push(running);
-    }
-    return members;
-  }
-
-  /** Starts one job in a slot (no array per job: the single-job path is the hot one). */
-  private runOne(running: Running): void {
-    this.o.held.start(running);
-    this.active++;
-    void this.o.execute(running).finally(() => {
-      this.active--;
-      running.settle();
-      this.startBuffered();
-      this.wakeup.wake();
-    });
-  }
-
-  /** Starts one batch in one slot; its jobs settle when the batch ends. */
-  private runBatch(members: Running[]): void {
-    for (const running of members) this.o.held.start(running);
-    this.active++;
-    void this.o.executeBatch(members).finally(() => {
-      this.active--;
-      for (const running of members) running.settle();
-      this.startBuffered();
-      this.wakeup.wake();
-    });
-  }
-
-  /** Empties the buffer (at stop): the jobs that never started (partial batches held for more, too). */
-  drainBuffer(): Running[] {
-    for (const hold of this.holding.values()) clearTimeout(hold.timer);
-    this.holding.clear();
-    return this.buffer.splice(0);
   }
 }
 

@@ -1,10 +1,10 @@
 /**
- * The worker: its lifecycle, and the wiring of its parts — the fetcher
- * (claims, prefetch buffer), the executor (one job's handler), the completer
- * (batched fenced outcomes), leases (heartbeats, lost leases, cancel hints),
- * the listener (LISTEN wake-ups), presence, and the maintainer. Workflow spawns
- * are in spawning.ts, the graceful stop's job draining in drain.ts, the side
- * loops' construction in loops.ts.
+ * The worker: its lifecycle, and the wiring of its parts — handlers (kinds,
+ * middleware), held jobs (each leased job's local life), the fetcher (claims)
+ * and its slots (buffer, running handlers), the executor (batch.ts for a
+ * batch), the completer, leases, the listener and its messages
+ * (notifications.ts), presence and the maintainer (loops.ts). The stop's
+ * draining is in drain.ts, the start's schema wait in schemaWait.ts.
  *
  * Invariants: a claim is committed before its handlers start; it never holds a
  * transaction open while a handler runs; every outcome, heartbeat and release
@@ -17,19 +17,14 @@
 
 import { EventEmitter } from "node:events";
 import type pg from "pg";
-import { retryWaitMs } from "../core/backoff.js";
-import { SkipqError } from "../core/errors.js";
 import type { JobDefinition, PayloadOf, ResultOf } from "../core/job.js";
 import { childLogger, type Logger } from "../core/logger.js";
-import { assertMiddleware } from "../core/middleware.js";
 import { pauseTarget } from "../core/pause.js";
 import { defaultErrorRedactor } from "../core/secrets.js";
-import { assertInt, assertKey, assertName, type Duration } from "../core/validate.js";
-import { isUnavailable } from "../db/connectionErrors.js";
+import { assertKey, type Duration } from "../core/validate.js";
 import { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { JobStore } from "../db/jobStore.js";
 import { type Listener, workerListener } from "../db/listener.js";
-import { assertSchemaCurrent } from "../db/migrate.js";
 import type { ResolvedSettings } from "../db/pool.js";
 import type { Store } from "../db/store.js";
 import type { Enqueuer } from "../enqueue/enqueuer.js";
@@ -38,14 +33,17 @@ import { ParentsLoader } from "../workflow/parents.js";
 import { completeSpawning, prepareSpawn } from "../workflow/spawning.js";
 import { Claimer } from "./claimer.js";
 import { Completer } from "./completer.js";
-import { type CompleteTxParts, completeInTx, settleCompletedTx } from "./completeTx.js";
+import type { CompleteTxParts } from "./completeTx.js";
 import { drainJobs } from "./drain.js";
-import { Executor, type Registered } from "./executor.js";
+import { Executor } from "./executor.js";
 import { Fetcher } from "./fetcher.js";
+import { Handlers } from "./handlers.js";
 import { HeldJobs } from "./heldJobs.js";
 import { Leases } from "./leases.js";
 import { workerMaintainer, workerPresence } from "./loops.js";
+import { listenerConnected, type NotificationTargets, routeNotification } from "./notifications.js";
 import type { Presence } from "./presence.js";
+import { waitForSchema } from "./schemaWait.js";
 import { type WorkerSettings, workerPool, workerSettings } from "./settings.js";
 import type {
   BatchHandler,
@@ -58,23 +56,8 @@ import type {
   WorkerStats,
 } from "./types.js";
 
-export type {
-  BatchContext,
-  BatchHandler,
-  BatchHandlerOptions,
-  BatchJob,
-  ClaimInfo,
-  Handler,
-  Job,
-  JobContext,
-  Outcome,
-  ParentOutcome,
-  WorkerEvents,
-  WorkerHooks,
-  WorkerMiddleware,
-  WorkerOptions,
-  WorkerStats,
-} from "./types.js";
+/** The worker's vocabulary (handlers, contexts, options, events), for those who import it from here. */
+export type * from "./types.js";
 
 /** What a worker needs of the client that makes it. */
 export interface WorkerHost {
@@ -105,8 +88,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private readonly settings: WorkerSettings;
   private readonly store: Store;
-  private readonly handlers = new Map<string, Registered>();
-  private readonly middleware: WorkerMiddleware[] = [];
+  /** Kinds, their handlers, and middleware. */
+  private readonly handlers: Handlers;
   /** Every job whose lease this worker holds (buffered or running), and its transitions; a job handed back is released through the completer. */
   private readonly held = new HeldJobs((running) => this.completer.record(running, "released", undefined));
   private readonly fetcher: Fetcher;
@@ -115,8 +98,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly presence: Presence | undefined;
   private readonly logger: Logger;
   private readonly ownsPool: boolean;
-  /** The largest size given to registerBatch (1 when none). */
-  private largestBatch = 1;
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
   private loop: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
@@ -129,6 +110,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     super();
     const s = workerSettings(options);
     this.settings = s;
+    this.handlers = new Handlers(Math.floor(s.lockTimeoutMs / 2));
     this.id = s.id;
     this.queues = s.queues;
     this.concurrency = s.concurrency;
@@ -202,27 +184,20 @@ export class Worker extends EventEmitter<WorkerEvents> {
     };
     const executor = new Executor({
       handlers: this.handlers,
-      middleware: this.middleware,
       held: this.held,
       logger: this.logger,
       jobTimeoutMs: s.jobTimeoutMs,
       hooks: options.hooks,
-      heartbeat: (running) => this.leases.heartbeatOne(running),
-      heartbeatBatch: (members) => this.leases.heartbeatSome(members),
-      progress: (running, value, encoded) => {
-        this.leases.noteProgress(running, encoded);
-        this.emit("progress", running.job, value);
-      },
-      settleProgress: (running) => this.leases.settleProgress(running),
+      leases: this.leases,
+      completer: this.completer,
+      completeTx: completeTxParts,
+      onProgress: (job, value) => this.emit("progress", job, value),
       pauseKey: (job, until, key) => this.pauseKey(job, until, key),
       maxResultBytes: s.maxResultBytes,
       attemptLogLines: s.attemptLogLines,
       redactError,
-      record: (running, outcome, error, result) => this.completer.record(running, outcome, error, result),
       parents: (job) => parents.load(job.id),
       prepareSpawn: (children, then) => prepareSpawn(enqueuer, children, then),
-      completeTx: (running, client, result) => completeInTx(completeTxParts, running, client, result),
-      settleCompletedTx: (running) => settleCompletedTx(completeTxParts, running),
       onStart: (job) => this.emit("jobStart", job),
       onEnd: (job, outcome, durationMs, error, perJobMs) => {
         this.fetcher.noteHandlerMs(perJobMs ?? durationMs);
@@ -230,7 +205,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       },
     });
     this.fetcher = new Fetcher({
-      claim: (limit) => this.claimer.claim(limit),
+      claimer: this.claimer,
       queues: s.queues,
       concurrency: s.concurrency,
       prefetch: s.prefetch,
@@ -244,35 +219,30 @@ export class Worker extends EventEmitter<WorkerEvents> {
       logger: this.logger,
       hooks: options.hooks,
       running: () => this.state === "running" || this.state === "idle",
-      saturated: () => this.completer.saturated,
-      execute: (running) => executor.execute(running),
-      batchOf: (kind) => executor.batchOf(kind),
-      largestBatch: () => this.largestBatch,
-      executeBatch: (members) => executor.executeBatch(members),
+      completer: this.completer,
+      handlers: this.handlers,
+      executor,
       onClaimed: (jobs, info) => this.emit("claimed", jobs, info),
       onIdle: () => this.emit("idle"),
       onWarning: warn("claim"),
     });
 
+    const targets: NotificationTargets = {
+      queues: s.queues,
+      fetcher: this.fetcher,
+      claimer: this.claimer,
+      leases: this.leases,
+      onWarning: (error) => this.emit("warning", error, "limits"),
+    };
     this.listener = workerListener({
       listen: options.listen ?? true,
       url: options.listenConnectionString ?? host.connectionString,
       sessionSettings: host.sessionSettings,
       channel: this.store.schema.channel,
       logger: this.logger,
-      onNotify: (message) => {
-        // "!..." payloads are control messages (cancel, flow settings); queue names cannot start with "!".
-        if (message.startsWith("!")) this.control(message);
-        else if (this.queues.includes(message)) this.fetcher.notified();
-      },
+      onNotify: (message) => routeNotification(targets, message),
       onConnectionChange: (connected) => {
-        // Listening (again): the database answers, so a claim backoff need not run out; and a job announced
-        // while nobody listened is found by a claim now, not a poll interval later (the first connect follows
-        // start()'s first claim, too).
-        if (connected) {
-          this.fetcher.reachableAgain();
-          this.fetcher.notified();
-        }
+        if (connected) listenerConnected(targets);
         this.emit("listener", connected);
       },
     });
@@ -283,14 +253,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Registers the handler for a job kind (typed by its definition). Returns this, for chaining. */
   register<J extends JobDefinition<unknown> | string>(job: J, handler: Handler<PayloadOf<J>, ResultOf<J>>): this {
-    const definition = typeof job === "string" ? undefined : (job as JobDefinition<unknown>);
-    const kind = assertName("kind", typeof job === "string" ? job : definition?.kind);
-    if (typeof handler !== "function")
-      throw new SkipqError("SKIPQ_INVALID_ARGUMENT", `handler for "${kind}" must be a function`);
-    this.handlers.set(
-      kind,
-      definition ? { definition, handler: handler as Handler<never> } : { handler: handler as Handler<never> },
-    );
+    this.handlers.register(job as JobDefinition<unknown> | string, handler);
     return this;
   }
 
@@ -308,23 +271,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     options: BatchHandlerOptions,
     handler: BatchHandler<PayloadOf<J>, ResultOf<J>>,
   ): this {
-    const definition = typeof job === "string" ? undefined : (job as JobDefinition<unknown>);
-    const kind = assertName("kind", typeof job === "string" ? job : definition?.kind);
-    if (typeof options !== "object" || options === null)
-      throw new SkipqError(
-        "SKIPQ_INVALID_ARGUMENT",
-        `registerBatch("${kind}") needs options: { size } (jobs per call, 1 to 1000), and optionally waitMs`,
-      );
-    const size = assertInt("size", options.size, 1, 1000);
-    const waitMs = assertInt("waitMs", options.waitMs ?? 0, 0, Math.floor(this.settings.lockTimeoutMs / 2));
-    if (typeof handler !== "function")
-      throw new SkipqError("SKIPQ_INVALID_ARGUMENT", `batch handler for "${kind}" must be a function`);
-    const single: Handler<never> = () => {
-      throw new SkipqError("SKIPQ_INVALID_ARGUMENT", `"${kind}" is registered as a batch kind`);
-    };
-    const batch = { size, waitMs, handler: handler as BatchHandler<never> };
-    this.handlers.set(kind, definition ? { definition, handler: single, batch } : { handler: single, batch });
-    this.largestBatch = Math.max(1, ...[...this.handlers.values()].map((r) => r.batch?.size ?? 1));
+    this.handlers.registerBatch(job as JobDefinition<unknown> | string, options, handler);
     return this;
   }
 
@@ -333,24 +280,23 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * context, auditing. The first added is the outermost. Returns this, for chaining.
    */
   use(middleware: WorkerMiddleware): this {
-    assertMiddleware("worker.use", middleware);
-    this.middleware.push(middleware);
+    this.handlers.use(middleware);
     return this;
   }
 
   /** Kinds this worker has handlers for. */
   get kinds(): string[] {
-    return [...this.handlers.keys()];
+    return this.handlers.kinds;
   }
 
   /** Jobs whose handlers are running now. */
   get running(): number {
-    return this.fetcher.activeCount;
+    return this.fetcher.slots.activeCount;
   }
 
   /** Claimed jobs waiting in the prefetch buffer. */
   get buffered(): number {
-    return this.fetcher.bufferedCount;
+    return this.fetcher.slots.bufferedCount;
   }
 
   /** Outcomes recorded but not yet written (at `completer.maxBacklog` the worker claims nothing more). */
@@ -367,7 +313,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   async start(): Promise<void> {
     if (this.state !== "idle") return;
     this.state = "running";
-    if ((this.options.checkSchema ?? true) && !(await this.waitForSchema())) return;
+    if ((this.options.checkSchema ?? true) && !(await this.schemaCurrent())) return;
     void this.listener?.start();
     await this.claimer.start();
     await this.maintainer?.start();
@@ -376,28 +322,20 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.loop = this.fetcher.loop();
   }
 
-  /**
-   * Waits for a database that is down or still starting (capped backoff), rather than crashing: an
-   * orchestrator restarting workers that die at start would only make a crash loop. False when stop()
-   * was called meanwhile (its shutdown closes what exists; nothing was started).
-   */
-  private async waitForSchema(): Promise<boolean> {
-    for (let failures = 1; ; failures++) {
-      try {
-        await assertSchemaCurrent(this.pool, this.store.schema.name);
-        return true;
-      } catch (error) {
-        if (!isUnavailable(error)) {
-          this.state = "idle";
-          throw error;
-        }
-        this.emit("warning", error, "start");
-        if (failures === 1 || failures % 20 === 0) {
-          this.logger.warn({ err: error, failures }, "skipq: database unavailable at start; retrying with backoff");
-        }
-        await this.fetcher.wakeup.wait(retryWaitMs(failures + 1, 100, 5000));
-        if (this.state !== "running") return false;
-      }
+  /** The schema is current (a database still starting is waited for: schemaWait.ts); false if stopped meanwhile. */
+  private async schemaCurrent(): Promise<boolean> {
+    try {
+      return await waitForSchema({
+        pool: this.pool,
+        schema: this.store.schema.name,
+        logger: this.logger,
+        wakeup: this.fetcher.wakeup,
+        running: () => this.state === "running",
+        onWarning: (error) => this.emit("warning", error, "start"),
+      });
+    } catch (error) {
+      this.state = "idle";
+      throw error;
     }
   }
 
@@ -429,30 +367,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
    */
   async runOnce(): Promise<number> {
     const jobs = await this.fetcher.claim(this.fetcher.claimSize);
-    this.fetcher.startBuffered();
+    this.fetcher.slots.startBuffered();
     await Promise.all(jobs.map((running) => running.done));
     await this.completer.flush();
     return jobs.length;
-  }
-
-  /** Control messages on the schema's channel: "!cancel:<id>" (a hint, checked in the database); "!flow" re-reads limits. */
-  private control(message: string): void {
-    if (message.startsWith("!ready:")) {
-      // Jobs were put behind this worker's floors (released workflow children, reaped, reprioritised).
-      const queue = message.slice("!ready:".length);
-      if (this.queues.includes(queue)) {
-        this.claimer.floors.sweep(queue);
-        this.fetcher.notified();
-      }
-    } else if (message === "!flow") {
-      this.claimer.floors.sweepAll();
-      void this.claimer
-        .refresh()
-        .catch((error) => this.emit("warning", error, "limits"))
-        .then(() => this.fetcher.wakeup.wake());
-    } else if (message.startsWith("!cancel:")) {
-      void this.leases.cancelHint(message.slice("!cancel:".length));
-    }
   }
 
   private pauseKey(job: Job, until: Date | Duration, key: string | null | undefined): Promise<Date> {

@@ -169,7 +169,7 @@ it("a notification during a claim is never lost when another claim came back sho
   const claims: Array<{ limit: number; answer: (rows: ClaimedRow[]) => void }> = [];
   let running = true;
   const fetcher: Fetcher = new Fetcher({
-    claim: (limit) => new Promise((answer) => claims.push({ limit, answer })),
+    claimer: { claim: (limit: number) => new Promise((answer) => claims.push({ limit, answer })) },
     queues: ["q"],
     concurrency: 4,
     prefetch: 1000,
@@ -183,11 +183,9 @@ it("a notification during a claim is never lost when another claim came back sho
     logger: silentLogger,
     hooks: undefined,
     running: () => running,
-    saturated: () => false,
-    execute: async () => undefined,
-    batchOf: () => undefined,
-    largestBatch: () => 1,
-    executeBatch: async () => undefined,
+    completer: { saturated: false },
+    handlers: { batchOf: () => undefined, largestBatch: 1 },
+    executor: { execute: async () => undefined, executeBatch: async () => undefined },
     onClaimed: () => undefined,
     onIdle: () => undefined,
     onWarning: () => undefined,
