@@ -6,11 +6,13 @@
  * land in another's `$n`. It shapes values and rows only: validation is the
  * caller's (ops/admin.ts, ops/adminExplorer.ts), and so is when to call.
  */
+
+/** `waiting`: a workflow job whose parents have not all completed (never claimed until they have). */
+import type { JobStatus } from "../core/outcome.js";
 import type { Queryable } from "./queryable.js";
 import type { Store } from "./store.js";
 
-/** `waiting`: a workflow job whose parents have not all completed (never claimed until they have). */
-export type JobStatus = "waiting" | "pending" | "running" | "completed" | "dead" | "cancelled";
+export type { JobStatus };
 
 /**
  * A job as stored. Timestamps are what node-postgres makes of them: a plain-SQL

@@ -10,6 +10,7 @@
  * in claim order.
  */
 import type pg from "pg";
+import type { SettledOutcome } from "../core/outcome.js";
 import type { PauseTarget } from "../core/pause.js";
 import type { Queryable } from "./queryable.js";
 import { type LimitedClaimParams, limitedClaimText } from "./sql/flow.js";
@@ -53,8 +54,8 @@ export interface ClaimedRow {
 export interface Settlement {
   id: string;
   lease: string;
-  /** retry: pending after delayMs, or dead when attempts are used up; snooze and release: pending without using the attempt. */
-  action: "retry" | "snooze" | "release" | "dead" | "cancel";
+  /** What the job's status becomes for each: core/outcome.ts. `delayMs` applies to retry and snoozed. */
+  outcome: SettledOutcome;
   error: string | null;
   delayMs: number;
   fingerprint: string | null;
@@ -222,7 +223,7 @@ export class JobStore {
     const { rows } = await this.store.query<{ id: string; status: string }>(this.sql.jobSettleMany, [
       settlements.map((s) => s.id),
       settlements.map((s) => s.lease),
-      settlements.map((s) => s.action),
+      settlements.map((s) => s.outcome),
       settlements.map((s) => s.error),
       settlements.map((s) => s.delayMs),
       settlements.map((s) => s.fingerprint),

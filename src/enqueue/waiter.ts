@@ -26,11 +26,12 @@
 
 import { SkipqError, WaitTimeoutError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
+import type { FinishedStatus } from "../core/outcome.js";
 import { assertId, type Duration, toMs } from "../core/validate.js";
 import { Listener } from "../db/listener.js";
 import type { Store } from "../db/store.js";
 
-export type FinishedStatus = "completed" | "dead" | "cancelled";
+export type { FinishedStatus };
 
 /** How a job ended, as `waitFor` and `enqueueAndWait` resolve. */
 export interface WaitResult<R = unknown> {

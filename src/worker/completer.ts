@@ -1,8 +1,10 @@
 /**
- * The completer: records outcomes in batched, lease-fenced statements.
- * Successes gather into one `completeMany`, every other outcome into one
- * `settleMany` (settlements first, so a job that failed before another
- * completed is recorded before it). One flush at a time; a failed flush is
+ * The completer: records outcomes in batched, lease-fenced statements. One
+ * queue holds every recorded outcome (core/outcome.ts's words) in the order
+ * it came; a flush takes the oldest and sorts them: successes into one
+ * `completeMany` (those with a result into their own), every other outcome
+ * into one `settleMany` (settlements first, so a job that failed before
+ * another completed is recorded before it). One flush at a time; a failed flush is
  * retried with backoff until the jobs' leases would have expired anyway, then
  * given up (the reaper returns those jobs). A batch the database refuses for
  * one row's data is split until that row is alone: one job's outcome never
@@ -19,6 +21,7 @@ import { backoffMs, retryWaitMs } from "../core/backoff.js";
 import { errorFingerprint, formatError } from "../core/errorFormat.js";
 import { FailPermanently, type RetryIn, UnknownKindError, ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
+import type { SettledOutcome } from "../core/outcome.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { InsertRow, JobStore, Settlement } from "../db/jobStore.js";
@@ -56,6 +59,22 @@ export interface CompleterOptions {
   completeSpawning: (id: string, lease: string, result: string | null, rows: InsertRow[]) => Promise<boolean>;
 }
 
+/**
+ * One outcome recorded and not written yet. The queue holds them in the order they were recorded; a flush
+ * takes the oldest and sorts them into its statements.
+ */
+interface Recorded {
+  running: Running;
+  /** Every outcome but success: what the settle statement writes (with its attempt's log entry). */
+  settlement?: Settlement;
+  /** A success's result as JSON text, when its handler returned one (written by a statement of its own). */
+  result?: string;
+  /** Workflows: the rows a successful handler spawned, written with its completion in one transaction. */
+  spawned?: InsertRow[];
+  /** A success whose handler logged: its attempt_logs entry, appended before its outcome. */
+  entry?: string;
+}
+
 /** Workflows: a success whose handler spawned jobs; written alone, in its own transaction. */
 interface Spawning {
   running: Running;
@@ -66,17 +85,8 @@ interface Spawning {
 export class Completer {
   /** Unwritten outcomes at which the worker stops claiming. */
   readonly maxBacklog: number;
-  /** Successes waiting to be written: ids and their leases, index for index (two arrays: no object per job). */
-  private completedIds: string[] = [];
-  private completedLeases: string[] = [];
-  /** Successes with a result: written by their own statement, so plain successes keep theirs unchanged. */
-  private resultIds: string[] = [];
-  private resultLeases: string[] = [];
-  private results: string[] = [];
-  private spawning: Spawning[] = [];
-  private settlements: Settlement[] = [];
-  /** Attempt logs of successes that wrote ctx.log lines, appended before their outcomes (docs/jobs.md). */
-  private attemptLogs: Array<{ id: string; lease: string; entry: string }> = [];
+  /** Outcomes recorded and not written yet, oldest first. */
+  private queue: Recorded[] = [];
   /** Outcomes taken by the flush in progress. */
   private inFlight = 0;
   private flushing: Promise<void> | undefined;
@@ -88,14 +98,7 @@ export class Completer {
 
   /** Outcomes recorded here but not yet written. */
   get backlog(): number {
-    return (
-      this.completedIds.length +
-      this.resultIds.length +
-      this.settlements.length +
-      this.attemptLogs.length +
-      this.spawning.length +
-      this.inFlight
-    );
+    return this.queue.length + this.inFlight;
   }
 
   /** True while the backlog is at its cap: claim nothing more until it drains. */
@@ -109,26 +112,19 @@ export class Completer {
    */
   record(running: Running, outcome: Outcome, error: unknown, result?: string): void {
     const { job, lease } = running;
-    const settlements = this.settlements.length;
-    const settle = (action: Settlement["action"], fields: Partial<Settlement> = {}) =>
-      this.settlements.push({ id: job.id, lease, action, error: null, delayMs: 0, fingerprint: null, ...fields });
+    const recorded: Recorded = { running };
+    const settle = (outcome: SettledOutcome, fields: Partial<Settlement> = {}) => {
+      recorded.settlement = { id: job.id, lease, outcome, error: null, delayMs: 0, fingerprint: null, ...fields };
+    };
     const lines = running.attemptLines;
     switch (outcome) {
       case "completed":
-        if (running.spawns) {
-          this.spawning.push({ running, rows: spawnedRows(running.spawns), result: result ?? null });
-        } else if (result === undefined) {
-          this.completedIds.push(job.id);
-          this.completedLeases.push(lease);
-        } else {
-          this.resultIds.push(job.id);
-          this.resultLeases.push(lease);
-          this.results.push(result);
-        }
+        if (running.spawns) recorded.spawned = spawnedRows(running.spawns);
+        if (result !== undefined) recorded.result = result;
         break;
       case "snoozed":
         // A kind this worker has no handler for says so on the job (its last error); a RetryIn leaves it as it was.
-        settle("snooze", {
+        settle("snoozed", {
           delayMs: (error as RetryIn | UnknownKindError).delayMs,
           error: error instanceof UnknownKindError ? this.errorText(error, job) : null,
         });
@@ -139,11 +135,11 @@ export class Completer {
         settle("dead", { error: this.errorText(error, job), fingerprint: errorFingerprint(job.kind, error) });
         break;
       case "cancelled":
-        settle("cancel", { error: this.errorText(error, job) });
+        settle("cancelled", { error: this.errorText(error, job) });
         break;
       case "released":
         this.o.stats.released++;
-        settle("release");
+        settle("released");
         break;
       default:
         this.o.stats.failed++;
@@ -153,7 +149,7 @@ export class Completer {
           fingerprint: errorFingerprint(job.kind, error),
         });
     }
-    const settlement = this.settlements.length > settlements ? this.settlements.at(-1) : undefined;
+    const { settlement } = recorded;
     const logged = lines !== undefined && (lines.lines.length > 0 || lines.dropped > 0);
     // Every attempt that did not simply succeed is recorded (docs/jobs.md, "Attempts"), in its settlement's
     // own statement; a success only when its handler logged (the job page shows a plain success from the row).
@@ -169,8 +165,9 @@ export class Completer {
         error: settlement?.error ?? null,
       });
       if (settlement !== undefined) settlement.entry = entry;
-      else this.attemptLogs.push({ id: job.id, lease, entry });
+      else recorded.entry = entry;
     }
+    this.queue.push(recorded);
     this.scheduleFlush();
   }
 
@@ -207,29 +204,26 @@ export class Completer {
   }
 
   private get unflushed(): boolean {
-    return (
-      this.completedIds.length > 0 ||
-      this.resultIds.length > 0 ||
-      this.settlements.length > 0 ||
-      this.spawning.length > 0 ||
-      this.attemptLogs.length > 0
-    );
+    return this.queue.length > 0;
   }
 
   private async flushNow(): Promise<void> {
-    const leases = this.completedLeases.splice(0, this.o.outcomeBatchSize);
-    const completions = this.completedIds
-      .splice(0, this.o.outcomeBatchSize)
-      .map((id, i) => ({ id, lease: leases[i] as string }));
-    const settlements = this.settlements.splice(0, this.o.outcomeBatchSize);
-    const resultLeases = this.resultLeases.splice(0, this.o.outcomeBatchSize);
-    const results = this.results.splice(0, this.o.outcomeBatchSize);
-    const withResults = this.resultIds
-      .splice(0, this.o.outcomeBatchSize)
-      .map((id, i) => ({ id, lease: resultLeases[i] as string, result: results[i] as string }));
-    const spawning = this.spawning.splice(0, this.o.outcomeBatchSize);
-    // Every log of the outcomes taken here (a job's log is queued with its outcome, so none is left behind).
-    const logs = this.attemptLogs.splice(0, this.attemptLogs.length);
+    // The oldest outcomes, sorted into their statements; a job's log goes with its outcome.
+    const completions: Array<{ id: string; lease: string }> = [];
+    const withResults: Array<{ id: string; lease: string; result: string }> = [];
+    const settlements: Settlement[] = [];
+    const spawning: Spawning[] = [];
+    const logs: Array<{ id: string; lease: string; entry: string }> = [];
+    for (const r of this.queue.splice(0, this.o.outcomeBatchSize)) {
+      const { id } = r.running.job;
+      const { lease } = r.running;
+      if (r.entry !== undefined) logs.push({ id, lease, entry: r.entry });
+      if (r.settlement !== undefined) settlements.push(r.settlement);
+      else if (r.spawned !== undefined)
+        spawning.push({ running: r.running, rows: r.spawned, result: r.result ?? null });
+      else if (r.result !== undefined) withResults.push({ id, lease, result: r.result });
+      else completions.push({ id, lease });
+    }
     this.inFlight = completions.length + withResults.length + settlements.length + spawning.length;
     let firstFailureAt: number | undefined;
     try {
@@ -358,7 +352,7 @@ export class Completer {
         {
           id: job.id,
           lease,
-          action: "retry",
+          outcome: "retry",
           error: this.errorText(error, job),
           delayMs: backoffMs(job.attempt, this.o.backoff),
           fingerprint: errorFingerprint(job.kind, error),
@@ -376,7 +370,8 @@ export class Completer {
     const written = new Set(accepted);
     let soonest = Number.POSITIVE_INFINITY;
     for (const x of settlements) {
-      if ((x.action === "retry" || x.action === "snooze") && written.has(x.id)) soonest = Math.min(soonest, x.delayMs);
+      if ((x.outcome === "retry" || x.outcome === "snoozed") && written.has(x.id))
+        soonest = Math.min(soonest, x.delayMs);
     }
     if (soonest < Number.POSITIVE_INFINITY) this.o.onDue(soonest);
   }

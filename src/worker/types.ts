@@ -7,6 +7,7 @@ import type { Context as TraceContext } from "@opentelemetry/api";
 import type pg from "pg";
 import type { BackoffOptions } from "../core/backoff.js";
 import type { Logger } from "../core/logger.js";
+import type { DetachedOutcome, Outcome } from "../core/outcome.js";
 import type { ErrorRedactor } from "../core/secrets.js";
 import type { Duration } from "../core/validate.js";
 import type { InsertRow } from "../db/jobStore.js";
@@ -273,10 +274,8 @@ export interface WorkerHooks {
   afterHandlerBeforeOutcome?: (job: Job) => void | Promise<void>;
 }
 
-export type Outcome = "completed" | "retry" | "dead" | "snoozed" | "cancelled" | "released" | "lease-lost";
-
-/** The outcome of a job that left this worker before its handler's own outcome could count. */
-export type DetachedOutcome = Extract<Outcome, "lease-lost" | "cancelled" | "released">;
+/** How an attempt ended, and what each means for the job's status: core/outcome.ts. */
+export type { DetachedOutcome, Outcome };
 
 /**
  * Where a held job is in its local life (heldJobs.ts owns the transitions): waiting in the prefetch buffer,

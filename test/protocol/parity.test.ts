@@ -107,7 +107,7 @@ async function apply(side: Side, op: Op, protocol: boolean): Promise<unknown> {
     case "release":
       return protocol
         ? (await t.db.query(`SELECT ${s}.skipq_release($1, $2) AS ok`, [side.id, lease])).rows[0].ok
-        : (await t.db.query(jobs.jobSettleMany.text, [[side.id], [lease], ["release"], [null], [0], [null], [null]]))
+        : (await t.db.query(jobs.jobSettleMany.text, [[side.id], [lease], ["released"], [null], [0], [null], [null]]))
             .rowCount === 1;
   }
 }

@@ -293,10 +293,9 @@ export function jobStatements(names: Schema) {
        SELECT id FROM done, workflow`,
 
       /**
-       * Every other outcome, batched. 'retry' goes back to pending after $5 ms,
-       * or to history as dead when attempts are used up; 'snooze' and 'release'
-       * go back to pending without consuming the attempt; 'dead' and 'cancel'
-       * go to history, and their dependents are resolved (workflows). The two
+       * Every other outcome, batched, in the worker's words (core/outcome.ts). 'retry' goes back to pending
+       * after $5 ms, or to history as dead when attempts are used up; 'snoozed' and 'released' go back to
+       * pending without consuming the attempt; 'dead' and 'cancelled' go to history, and their dependents are resolved (workflows). The two
        * data-modifying CTEs take disjoint rows (their conditions exclude each other).
        * A debounced job that goes back to pending leaves its debounce group (debounce_key NULL): a newer
        * pending job of its key may exist, and jobs_debounce admits one (migration 0018).
@@ -305,12 +304,12 @@ export function jobStatements(names: Schema) {
        */
       jobSettleMany: `WITH d AS MATERIALIZED (
          SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::text[])
-                AS d(id, lease, action, error, delay_ms, fingerprint, entry)),
+                AS d(id, lease, outcome, error, delay_ms, fingerprint, entry)),
        again AS (
          UPDATE ${jobs} AS j
             SET status = 'pending',
-                attempts = CASE WHEN d.action IN ('snooze', 'release') THEN j.attempts - 1 ELSE j.attempts END,
-                run_at = CASE WHEN d.action = 'release' THEN now() ELSE now() + d.delay_ms * interval '1 millisecond' END,
+                attempts = CASE WHEN d.outcome IN ('snoozed', 'released') THEN j.attempts - 1 ELSE j.attempts END,
+                run_at = CASE WHEN d.outcome = 'released' THEN now() ELSE now() + d.delay_ms * interval '1 millisecond' END,
                 last_error = COALESCE(d.error, j.last_error),
                 error_fingerprint = COALESCE(d.fingerprint, j.error_fingerprint),
                 attempt_logs = CASE WHEN d.entry IS NULL THEN j.attempt_logs
@@ -318,13 +317,13 @@ export function jobStatements(names: Schema) {
                 lease = NULL, lease_expires_at = NULL, debounce_key = NULL, updated_at = now()
            FROM d
           WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-            AND (d.action IN ('snooze', 'release') OR (d.action = 'retry' AND j.attempts < j.max_attempts))
+            AND (d.outcome IN ('snoozed', 'released') OR (d.outcome = 'retry' AND j.attempts < j.max_attempts))
          RETURNING j.id, 'pending' AS status),
        gone AS (
          DELETE FROM ${jobs} AS j USING d
           WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-            AND (d.action IN ('dead', 'cancel') OR (d.action = 'retry' AND j.attempts >= j.max_attempts))
-         RETURNING j.*, CASE WHEN d.action = 'cancel' THEN 'cancelled' ELSE 'dead' END AS outcome,
+            AND (d.outcome IN ('dead', 'cancelled') OR (d.outcome = 'retry' AND j.attempts >= j.max_attempts))
+         RETURNING j.*, CASE WHEN d.outcome = 'cancelled' THEN 'cancelled' ELSE 'dead' END AS outcome,
                    d.error AS new_error, d.fingerprint AS new_fingerprint,
                    CASE WHEN d.entry IS NULL THEN j.attempt_logs
                         ELSE ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")} END AS new_logs),
