@@ -6,7 +6,16 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import pg from "pg";
-import { Admin, type JobRow, Skipq, type SkipqOptions, silentLogger } from "../src/index.js";
+import { afterAll, beforeAll } from "vitest";
+import {
+  Admin,
+  type JobRow,
+  Skipq,
+  type SkipqOptions,
+  silentLogger,
+  type Worker,
+  type WorkerOptions,
+} from "../src/index.js";
 
 import { until } from "./until.js";
 
@@ -46,6 +55,50 @@ export async function testQueue(label: string, options: SkipqOptions = {}): Prom
       await skipq.close();
       await db.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await db.end();
+    },
+  };
+}
+
+/** A file's test queue (useTestQueue): a TestQueue, and workers that are stopped before it is dropped. */
+export interface QueueFixture extends TestQueue {
+  /** A worker of this queue, stopped in afterAll before the schema is dropped. */
+  worker(options?: WorkerOptions): Worker;
+}
+
+/**
+ * The test queue of a file: its schema made and migrated before the file's tests (beforeAll), and after them
+ * (afterAll) every worker made through `worker()` stopped, then the schema dropped and the pools closed. Call
+ * it at the top of the file; its fields are there from the first hook or test on.
+ */
+export function useTestQueue(label: string, options: SkipqOptions = {}): QueueFixture {
+  let current: TestQueue | undefined;
+  const workers: Worker[] = [];
+  beforeAll(async () => {
+    current = await testQueue(label, options);
+  });
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    await current?.cleanup();
+  });
+  const made = (): TestQueue => {
+    if (current === undefined) throw new Error("useTestQueue: its queue exists from the first hook or test on");
+    return current;
+  };
+  return {
+    get skipq() {
+      return made().skipq;
+    },
+    get schema() {
+      return made().schema;
+    },
+    get db() {
+      return made().db;
+    },
+    cleanup: () => made().cleanup(),
+    worker(workerOptions) {
+      const w = made().skipq.worker(workerOptions);
+      workers.push(w);
+      return w;
     },
   };
 }

@@ -10,18 +10,12 @@
  * of the error or log text is printed.
  */
 import fc from "fast-check";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { main } from "../../src/cli/main.js";
 import { rowCase, TEXT_SECRET, writeCase } from "../displayRows.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("cli_display_properties");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("cli_display_properties");
 
 /** Raw control characters a terminal acts on: C0 but newline, DEL, C1. */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.

@@ -7,17 +7,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { expect, test } from "vitest";
+import { DATABASE_URL, until, useTestQueue } from "../helpers.js";
 import { skipq, start } from "./run.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("cli-ops");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("cli-ops");
 
 test("skipq dashboard serves the schema behind the token and stops on SIGTERM", async () => {
   await t.skipq.enqueue("send-email", { to: "ada@example.com" }, { queue: "cli-dash" });

@@ -5,18 +5,12 @@
  * with an injected "now" (runOnce), so no test waits on wall-clock ticks
  * except the one that proves the real timer loop.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { Admin, Scheduler, SkipqError } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 import { startWorkerProcesses } from "../processes.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("scheduler");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("scheduler");
 
 async function cronJobs(kind: string): Promise<Array<{ id: string; tick: string; key: string }>> {
   const { rows } = await t.db.query(

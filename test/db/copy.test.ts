@@ -3,17 +3,11 @@
  * every field stored as the regular path stores it (payload bytes that COPY
  * must escape included), delays on the database clock, and no idempotency keys.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { PayloadNotJsonError, ValidationError } from "../../src/index.js";
-import { clearJobs, type TestQueue, testQueue } from "../helpers.js";
+import { clearJobs, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("copy");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("copy");
 
 test("returning: false stores every field as enqueueMany does, escapes included, and returns the count", async () => {
   await clearJobs(t.db, t.schema);

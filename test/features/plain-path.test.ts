@@ -5,16 +5,10 @@
  * none of the new columns.
  */
 import pg from "pg";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { expect, test } from "vitest";
+import { DATABASE_URL, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("plain-path");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("plain-path");
 
 test("a drain of plain jobs runs only the claim path's statements and writes none of the new columns", async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 20 });

@@ -4,18 +4,12 @@
  * to a hash of kind, queue and payload; `states` chooses whether a finished
  * holder still counts; concurrent enqueuers of one key create exactly one job.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { defaultUniqueKey } from "../../src/enqueue/enqueuer.js";
 import { Admin, Pruner, Scheduler, Skipq, silentLogger } from "../../src/index.js";
-import { DATABASE_URL, finishJobs, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, finishJobs, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("unique");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("unique");
 
 /** Ends the window of `key` in `queue` now (as if its period had passed). */
 async function expire(queue: string, key: string): Promise<void> {

@@ -2,17 +2,11 @@
  * "Pause this key until T" from inside a handler (a provider's Retry-After):
  * no worker starts a job with that key before T; other keys keep running.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { Admin, defineJob, type JobContext, RetryIn } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("pausekey");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("pausekey");
 
 async function claimTimes(): Promise<Map<string, { lockedAt: Date; status: string }>> {
   const { rows } = await t.db.query(`SELECT id, locked_at, status FROM "${t.schema}".all_jobs`);

@@ -23,7 +23,7 @@
  * shrunk command list; SKIPQ_MODEL_SEED and SKIPQ_MODEL_PATH replay it.
  */
 import fc from "fast-check";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import {
   Admin,
   CancelJob,
@@ -34,7 +34,7 @@ import {
   type SkipqError,
   type Worker,
 } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { type TestQueue, until, useTestQueue } from "../helpers.js";
 
 const RUNS = Number(process.env.SKIPQ_MODEL_RUNS ?? 40);
 const SEED = Number(process.env.SKIPQ_MODEL_SEED ?? 20261201);
@@ -770,13 +770,7 @@ const commands = [
 
 // ── The run ──────────────────────────────────────────────────────────────────
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("model");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("model");
 
 async function reset(r: Real): Promise<void> {
   const s = r.s;

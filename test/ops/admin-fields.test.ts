@@ -5,17 +5,11 @@
  * Every Admin read is called on a schema where it has something to return,
  * and every key it returns, nested ones included, is checked.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { Admin } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("admin-fields");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("admin-fields");
 
 /**
  * The documented exceptions: the row types carry table columns as read, as a SELECT gives them (a job row

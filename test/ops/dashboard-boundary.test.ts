@@ -7,18 +7,12 @@
  * sign-in throttle bucket and auth: false never answers a remote client.
  */
 import http from "node:http";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { createDashboard, startDashboard } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("dashboard_boundary");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("dashboard_boundary");
 
 /** One request to 127.0.0.1:port with a Host header of our choosing, as a rebinding browser sends it. */
 function request(

@@ -8,18 +8,12 @@
 import { once } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { createDashboard, Outbox, type OutboxEvent, Skipq, ValidationError, webhookSink } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, useTestQueue } from "../helpers.js";
 import { SECRET, webhookServer } from "./helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("webhook");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("webhook");
 
 const event: OutboxEvent = {
   id: "1",

@@ -3,9 +3,9 @@ import { existsSync, mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { Admin } from "../../src/index.js";
-import { clearJobs, DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { clearJobs, DATABASE_URL, useTestQueue } from "../helpers.js";
 import { absentService } from "../outbox/helpers.js";
 
 const run = promisify(execFile);
@@ -24,13 +24,7 @@ async function works(file: string, args: string[]): Promise<boolean> {
 const pythonReady = await works(PYTHON, ["-c", "import asyncpg"]);
 const goReady = (await works("go", ["version"])) && existsSync(`${GOPATH}/src/github.com/jackc/pgx/v4`);
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("protocol");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("protocol");
 
 /** Claim one job through the SQL protocol, as any language would. */
 async function claimOne(worker: string): Promise<{ id: string; lease: string }> {

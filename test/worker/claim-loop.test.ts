@@ -6,21 +6,15 @@
  * a notification that arrives while a claim is in flight is never lost, even
  * when another claim came back short meanwhile.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import type { ClaimedRow } from "../../src/db/jobStore.js";
 import { type Logger, Skipq, silentLogger } from "../../src/index.js";
 import { Fetcher } from "../../src/worker/fetcher.js";
 import { HeldJobs } from "../../src/worker/heldJobs.js";
 import { ChaosProxy } from "../chaos/proxy.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("claim-loop");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("claim-loop");
 
 /** A logger that counts the lines it is given (every level that reaches stderr by default). */
 function countingLogger(): Logger & { lines: Array<{ t: number; msg: string | undefined }> } {

@@ -5,19 +5,13 @@
  * history; outcomes find rows by primary key. And priority aging bounds a
  * low-priority job's wait under a flood.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { limitedClaimText } from "../../src/db/sql/flow.js";
 import { Admin, type Job } from "../../src/index.js";
-import { insertHistory, type TestQueue, testQueue, until } from "../helpers.js";
+import { insertHistory, until, useTestQueue } from "../helpers.js";
 import { nestedPlans, nodes, type PlanNode } from "../plans.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("claimer");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("claimer");
 
 /** The plan of `text`; with `analyze`, run (and rolled back) for real, with actual row counts. */
 async function explain(text: string, values: unknown[] = [], analyze = false): Promise<PlanNode[]> {

@@ -3,17 +3,11 @@
  * all): the worker claims and runs it with a usable `job.runAt`, and the
  * counts that measure pending age still answer.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { Admin, type Job } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("infinite");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("infinite");
 
 test("a job with run_at '-infinity' is claimed and run, and stats and overview still answer", async () => {
   await t.db.query(`INSERT INTO "${t.schema}".jobs (kind, run_at) VALUES ('old', '-infinity'), ('old', now())`);

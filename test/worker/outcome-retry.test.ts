@@ -4,18 +4,12 @@
  * them anyway — and then given up, so a worker does not spend minutes retrying
  * outcomes that can no longer count (a failover's outage, issue 25).
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { type Logger, Skipq } from "../../src/index.js";
 import { ChaosProxy } from "../chaos/proxy.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("outcome-retry");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("outcome-retry");
 
 it("outcomes that cannot be written are given up about one lease after the first failure, not after minutes", async () => {
   const url = new URL(DATABASE_URL);

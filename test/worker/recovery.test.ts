@@ -8,21 +8,15 @@
  * unreachable waits for it instead of throwing (D10).
  */
 import pg from "pg";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { createPool } from "../../src/db/pool.js";
 import { Store } from "../../src/db/store.js";
 import { Skipq, silentLogger } from "../../src/index.js";
 import { LeaderLease } from "../../src/maintenance/leader.js";
 import { Reaper } from "../../src/maintenance/reaper.js";
-import { clearJobs, DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { clearJobs, DATABASE_URL, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("reaper-pool");
-});
-afterAll(async () => {
-  await t.cleanup();
-});
+const t = useTestQueue("reaper-pool");
 
 it("while another process holds the leader lease, a reaper pass reaps nothing and keeps no connection", async () => {
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
