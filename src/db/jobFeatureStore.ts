@@ -4,7 +4,7 @@
  * `JobStore`, it shapes values and rows and decides nothing about when to
  * call them.
  */
-import { type InsertRow, insertValues } from "./jobStore.js";
+import { type InsertRow, insertValues } from "./jobRows.js";
 import type { Queryable } from "./queryable.js";
 import type { Store } from "./store.js";
 
