@@ -3,7 +3,7 @@
  * and the schema's store, applies migrations, enqueues jobs — alone, in bulk,
  * or inside the caller's own transaction so the job commits or rolls back with
  * their data — and makes workers.
- * Invariant: every argument is validated before any SQL is sent (enqueue/enqueuer.ts).
+ * Invariant: every argument is validated before any SQL is sent (enqueue/prepare.ts).
  */
 import type pg from "pg";
 import { SkipqError, ValidationError } from "./core/errors.js";
@@ -21,17 +21,10 @@ import { Schema } from "./db/schema.js";
 import { Store } from "./db/store.js";
 import { withTransaction } from "./db/transaction.js";
 import { EnqueueInterceptor, type EnqueueMiddleware } from "./enqueue/enqueueMiddleware.js";
-import {
-  assertItems,
-  type BulkItem,
-  type CheckedItem,
-  type CheckedItems,
-  type EnqueueOptions,
-  type EnqueueResult,
-  Enqueuer,
-  type JobRef,
-} from "./enqueue/enqueuer.js";
+import { Enqueuer } from "./enqueue/enqueuer.js";
 import { Notifier } from "./enqueue/notifier.js";
+import type { BulkItem, CheckedItem, CheckedItems, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue/options.js";
+import { assertItems } from "./enqueue/prepare.js";
 import { Waiter, type WaitOptions, type WaitResult } from "./enqueue/waiter.js";
 import { moveFinishedJobs } from "./maintenance/history.js";
 import { enqueueSpan } from "./shared/telemetry.js";
@@ -40,7 +33,7 @@ import { type BatchOptions, batchItems } from "./workflow/graph.js";
 
 export type { Queryable } from "./db/queryable.js";
 export type { EnqueueCall, EnqueueMiddleware } from "./enqueue/enqueueMiddleware.js";
-export type { BulkItem, CheckedItem, CheckedItems, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue/enqueuer.js";
+export type { BulkItem, CheckedItem, CheckedItems, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue/options.js";
 export type { FinishedStatus, WaitOptions, WaitResult } from "./enqueue/waiter.js";
 
 /** What `batch` enqueued. */
