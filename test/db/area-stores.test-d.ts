@@ -14,6 +14,7 @@ import type { HistoryDroppedRow, HistoryStore } from "../../src/db/historyStore.
 import type { OutboxBacklogRow, OutboxStore } from "../../src/db/outboxStore.js";
 import type { Queryable } from "../../src/db/queryable.js";
 import type { SagaRow, SagaStore, SagaStuckRow } from "../../src/db/sagaStore.js";
+import type { BatchStatusRow } from "../../src/db/workflowStore.js";
 import type { JobRow } from "../../src/index.js";
 
 declare const stores: AreaStores;
@@ -62,6 +63,10 @@ describe("named parameters", () => {
     void outbox.outboxInsert({ topic: "t", key: "k", event: "{}", headers: null, lockKey: "x" }, tx);
     // @ts-expect-error the limit is a number
     void stores.workflows.edgesPrune({ olderThanMs: 0, limit: "10" });
+    // @ts-expect-error a batch's row is written in the transaction that enqueued its jobs
+    void stores.workflows.batchInsert({ jobIds: ["1"], onComplete: null, onSuccess: null });
+    // @ts-expect-error jobIds, not jobs
+    void stores.workflows.batchInsert({ jobs: ["1"], onComplete: null, onSuccess: null }, tx);
     void sagas.sagaTransition(
       {
         sagaId: "5",
@@ -114,6 +119,8 @@ describe("typed rows", () => {
     expectTypeOf(history.historyMoved).returns.resolves.toEqualTypeOf<boolean>();
     expectTypeOf(outbox.outboxInsert).returns.resolves.toEqualTypeOf<string>();
     expectTypeOf(outbox.outboxBacklog).returns.resolves.toEqualTypeOf<OutboxBacklogRow>();
+    expectTypeOf(stores.workflows.batchInsert).returns.resolves.toEqualTypeOf<string>();
+    expectTypeOf(stores.workflows.batchStatus).returns.resolves.toEqualTypeOf<BatchStatusRow | undefined>();
     expectTypeOf(stores.stats.rollup).returns.resolves.toEqualTypeOf<{
       closed: number;
       sampled: number;

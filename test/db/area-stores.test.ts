@@ -417,3 +417,15 @@ test("a publish sends its topic, key, body and headers at the $n of the column e
   expect(at(insert, /pg_advisory_xact_lock\(hashtext\(\$(\d+)\)/)).toBe("skipq.outbox:area_stores");
   expect(at(insert, /pg_advisory_xact_lock\(hashtext\(\$\d+\), hashtext\(\$(\d+)\)/)).toBe("k");
 });
+
+test("a batch's row sends its jobs and callbacks at the $n of the column each sets, on the batch's transaction; its status read sends the batch's id", async () => {
+  const { stores, sent: onPool } = recording([{ id: "3" }]);
+  const { tx, sent } = recordingTx([{ id: "3" }]);
+  expect(await stores.workflows.batchInsert({ jobIds: ["1", "2"], onComplete: "4", onSuccess: null }, tx)).toBe("3");
+  expect(onPool).toEqual([]);
+  await stores.workflows.batchStatus({ batchId: "3" });
+  const [insert] = sent as [Sent];
+  const [status] = onPool as [Sent];
+  expect(byInsertColumn(insert)).toEqual({ jobs: ["1", "2"], on_complete: "4", on_success: null });
+  expect(at(status, /WHERE b\.id = \$(\d+)/)).toBe("3");
+});
