@@ -330,7 +330,7 @@ export class Skipq {
 
   private jobWaiter(): Waiter {
     this.waiter ??= new Waiter({
-      store: this.store,
+      features: new JobFeatureStore(this.store),
       connectionString: this.connectionString,
       logger: this.logger,
       pollMs: this.waitPollMs,

@@ -11,6 +11,7 @@ import type { AreaStores } from "../../src/db/areaStores.js";
 import type { CronLockedRow, CronRow } from "../../src/db/cronStore.js";
 import type { QueueLimitsRow } from "../../src/db/flowStore.js";
 import type { HistoryDroppedRow, HistoryStore } from "../../src/db/historyStore.js";
+import type { JobFeatureStore, JobWaitMarkRow, JobWaitRow } from "../../src/db/jobFeatureStore.js";
 import type { OutboxBacklogRow, OutboxStore } from "../../src/db/outboxStore.js";
 import type { Queryable } from "../../src/db/queryable.js";
 import type { SagaRow, SagaStore, SagaStuckRow } from "../../src/db/sagaStore.js";
@@ -22,6 +23,7 @@ declare const sagas: SagaStore;
 declare const tx: Queryable;
 declare const history: HistoryStore;
 declare const outbox: OutboxStore;
+declare const features: JobFeatureStore;
 
 describe("named parameters", () => {
   test("a positional list, a wrong name or a missing one does not compile", () => {
@@ -63,6 +65,10 @@ describe("named parameters", () => {
     void outbox.outboxInsert({ topic: "t", key: "k", event: "{}", headers: null, lockKey: "x" }, tx);
     // @ts-expect-error the limit is a number
     void stores.workflows.edgesPrune({ olderThanMs: 0, limit: "10" });
+    // @ts-expect-error positional values are gone
+    void features.jobWaitMark("5");
+    // @ts-expect-error the ids are a list
+    void features.jobWaitRead({ ids: "5" });
     // @ts-expect-error a batch's row is written in the transaction that enqueued its jobs
     void stores.workflows.batchInsert({ jobIds: ["1"], onComplete: null, onSuccess: null });
     // @ts-expect-error jobIds, not jobs
@@ -119,6 +125,9 @@ describe("typed rows", () => {
     expectTypeOf(history.historyMoved).returns.resolves.toEqualTypeOf<boolean>();
     expectTypeOf(outbox.outboxInsert).returns.resolves.toEqualTypeOf<string>();
     expectTypeOf(outbox.outboxBacklog).returns.resolves.toEqualTypeOf<OutboxBacklogRow>();
+    expectTypeOf(features.jobWaitMark).returns.resolves.toEqualTypeOf<JobWaitMarkRow | undefined>();
+    expectTypeOf(features.jobWaitRead).returns.resolves.toEqualTypeOf<JobWaitRow[]>();
+    expectTypeOf(features.settingsKeepCompletedRead).returns.resolves.toEqualTypeOf<boolean | undefined>();
     expectTypeOf(stores.workflows.batchInsert).returns.resolves.toEqualTypeOf<string>();
     expectTypeOf(stores.workflows.batchStatus).returns.resolves.toEqualTypeOf<BatchStatusRow | undefined>();
     expectTypeOf(stores.stats.rollup).returns.resolves.toEqualTypeOf<{

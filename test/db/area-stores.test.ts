@@ -429,3 +429,16 @@ test("a batch's row sends its jobs and callbacks at the $n of the column each se
   expect(byInsertColumn(insert)).toEqual({ jobs: ["1", "2"], on_complete: "4", on_success: null });
   expect(at(status, /WHERE b\.id = \$(\d+)/)).toBe("3");
 });
+
+test("a wait's mark sends the job's id at both of its $n, its read the ids at ANY's, the history setting none", async () => {
+  const { store, sent } = recording([{ keep_completed: false }]);
+  const features = new JobFeatureStore(store);
+  await features.jobWaitMark({ jobId: "5" });
+  await features.jobWaitRead({ ids: ["5", "6"] });
+  expect(await features.settingsKeepCompletedRead()).toBe(false);
+  const [mark, read, setting] = sent as [Sent, Sent, Sent];
+  expect(at(mark, /SET notify_on_finish = true WHERE id = \$(\d+)/)).toBe("5");
+  expect(at(mark, /WHERE id = \$(\d+) AND notify_on_finish$/)).toBe("5"); // the UNION's read of a marked job
+  expect(at(read, /WHERE id = ANY \(\$(\d+)::bigint\[\]\)/)).toEqual(["5", "6"]);
+  expect(setting.values).toEqual([]);
+});
