@@ -96,14 +96,8 @@ export {
   type HealthWarning,
 } from "./ops/health.js";
 export { type CreateLoggerOptions, createLogger } from "./ops/logging.js";
-export {
-  createMetrics,
-  type MetricsOptions,
-  type MetricsServer,
-  type ServeMetricsOptions,
-  SkipqMetrics,
-  serveMetrics,
-} from "./ops/metrics.js";
+export { createMetrics, type MetricsOptions, SkipqMetrics } from "./ops/metrics.js";
+export { type MetricsServer, type ServeMetricsOptions, serveMetrics } from "./ops/metricsServer.js";
 export {
   type BatchOutcome,
   Outbox,

@@ -2,15 +2,16 @@
  * `Skipq`: the handle an application holds. It owns (or borrows) a pg pool
  * and the schema's store, applies migrations, enqueues jobs — alone, in bulk,
  * or inside the caller's own transaction so the job commits or rolls back with
- * their data — and makes workers.
- * Invariant: every argument is validated before any SQL is sent (enqueue/enqueuer.ts).
+ * their data — and makes workers. A batch's insert and progress are
+ * workflow/batches.ts's; waiting is enqueue/waiter.ts's.
+ * Invariant: every argument is validated before any SQL is sent (enqueue/prepare.ts).
  */
 import type pg from "pg";
-import { SkipqError, ValidationError } from "./core/errors.js";
+import { ValidationError } from "./core/errors.js";
 import type { PayloadOf, ResultOf } from "./core/job.js";
 import { defaultLogger, type Logger } from "./core/logger.js";
 import { assertMiddleware } from "./core/middleware.js";
-import { assertInt, type Duration, isId, toMs } from "./core/validate.js";
+import { assertInt, type Duration, toMs } from "./core/validate.js";
 import { copyJobs } from "./db/copy.js";
 import { JobFeatureStore } from "./db/jobFeatureStore.js";
 import { JobStore } from "./db/jobStore.js";
@@ -19,54 +20,24 @@ import { createPool, type ResolvedSettings, resolveSessionSettings, type Session
 import type { Queryable } from "./db/queryable.js";
 import { Schema } from "./db/schema.js";
 import { Store } from "./db/store.js";
-import { withTransaction } from "./db/transaction.js";
+import { WorkflowStore } from "./db/workflowStore.js";
 import { EnqueueInterceptor, type EnqueueMiddleware } from "./enqueue/enqueueMiddleware.js";
-import {
-  assertItems,
-  type BulkItem,
-  type CheckedItem,
-  type CheckedItems,
-  type EnqueueOptions,
-  type EnqueueResult,
-  Enqueuer,
-  type JobRef,
-} from "./enqueue/enqueuer.js";
+import { Enqueuer } from "./enqueue/enqueuer.js";
 import { Notifier } from "./enqueue/notifier.js";
+import type { BulkItem, CheckedItem, CheckedItems, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue/options.js";
+import { assertItems } from "./enqueue/prepare.js";
 import { Waiter, type WaitOptions, type WaitResult } from "./enqueue/waiter.js";
 import { moveFinishedJobs } from "./maintenance/history.js";
 import { enqueueSpan } from "./shared/telemetry.js";
 import { Worker, type WorkerOptions } from "./worker/worker.js";
+import { type BatchResult, type BatchStatus, batchStatus, insertBatch } from "./workflow/batches.js";
 import { type BatchOptions, batchItems } from "./workflow/graph.js";
 
 export type { Queryable } from "./db/queryable.js";
 export type { EnqueueCall, EnqueueMiddleware } from "./enqueue/enqueueMiddleware.js";
-export type { BulkItem, CheckedItem, CheckedItems, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue/enqueuer.js";
+export type { BulkItem, CheckedItem, CheckedItems, EnqueueOptions, EnqueueResult, JobRef } from "./enqueue/options.js";
 export type { FinishedStatus, WaitOptions, WaitResult } from "./enqueue/waiter.js";
-
-/** What `batch` enqueued. */
-export interface BatchResult {
-  /** The batch's id, for `batchStatus`. */
-  id: string;
-  /** Its jobs, in input order. */
-  jobs: EnqueueResult[];
-  onComplete: EnqueueResult | undefined;
-  onSuccess: EnqueueResult | undefined;
-}
-
-/** A batch's progress. */
-export interface BatchStatus {
-  id: string;
-  /** Jobs in the batch (callbacks not included). */
-  total: number;
-  /** Its jobs by status: waiting, pending, running, completed, dead, cancelled (absent: none; pruned jobs are not counted). */
-  counts: Record<string, number>;
-  /** True once every job of the batch finished (completed, dead or cancelled). */
-  finished: boolean;
-  /** The callbacks' job ids (null when not given). */
-  onComplete: string | null;
-  onSuccess: string | null;
-  createdAt: Date;
-}
+export type { BatchResult, BatchStatus } from "./workflow/batches.js";
 
 export interface SkipqOptions {
   /**
@@ -151,6 +122,8 @@ export class Skipq {
   readonly notifier: Notifier;
   /** @internal Validates and inserts jobs (workers use it for ctx.spawn). */
   readonly enqueuer: Enqueuer;
+  /** @internal Typed workflow statements over `store` (batches). */
+  readonly workflows: WorkflowStore;
   private readonly interceptor = new EnqueueInterceptor();
   private readonly ownsPool: boolean;
   private readonly waitPollMs: number;
@@ -196,6 +169,7 @@ export class Skipq {
         )
       : this.store;
     this.jobs = new JobStore(this.store);
+    this.workflows = new WorkflowStore(this.store);
     this.notifier = new Notifier((queues) => this.jobs.notifyCommitted(queues), this.logger);
     this.enqueuer = new Enqueuer(
       this.jobs,
@@ -319,44 +293,16 @@ export class Skipq {
   batch(jobs: ReadonlyArray<BulkItem>, options: BatchOptions<BulkItem> = {}): Promise<BatchResult> {
     return enqueueSpan(undefined, Array.isArray(jobs) ? jobs.length : 0, async (_, traceHeaders) => {
       const rows = await this.enqueuer.prepareMany(batchItems(jobs, options), traceHeaders);
-      return withTransaction(this.pool, async (tx) => {
-        const results = await this.enqueuer.withParents(tx, rows, true);
-        const own = results.slice(0, jobs.length);
-        const callbacks = results.slice(jobs.length);
-        const onComplete = options.onComplete === undefined ? undefined : callbacks.shift();
-        const onSuccess = options.onSuccess === undefined ? undefined : callbacks.shift();
-        const { rows: made } = await this.store.query<{ id: string }>(
-          this.store.sql.workflows.batchInsert,
-          [own.map((r) => r.id), onComplete?.id ?? null, onSuccess?.id ?? null],
-          tx,
-        );
-        return { id: (made[0] as { id: string }).id, jobs: own, onComplete, onSuccess };
+      return insertBatch(this, rows, jobs.length, {
+        onComplete: options.onComplete !== undefined,
+        onSuccess: options.onSuccess !== undefined,
       });
     });
   }
 
   /** Workflows: a batch's jobs counted by status (live and finished), and its callbacks' ids. */
-  async batchStatus(id: string | number): Promise<BatchStatus> {
-    const batchId = String(id);
-    if (!isId(batchId)) throw new ValidationError(`batch id must be a positive integer, got ${batchId}`);
-    const { rows } = await this.store.query(this.store.sql.workflows.batchStatus, [batchId]);
-    const r = rows[0];
-    if (!r) throw new SkipqError("SKIPQ_NOT_FOUND", `batch ${batchId} does not exist`);
-    // In the states' order (a JSON object's keys come back in no particular one).
-    const found = r.counts as Record<string, number>;
-    const counts: Record<string, number> = {};
-    for (const status of ["waiting", "pending", "running", "completed", "dead", "cancelled"])
-      if (found[status] !== undefined) counts[status] = Number(found[status]);
-    const finished = (counts.completed ?? 0) + (counts.dead ?? 0) + (counts.cancelled ?? 0);
-    return {
-      id: batchId,
-      total: Number(r.total),
-      counts,
-      finished: finished === Number(r.total),
-      onComplete: r.on_complete,
-      onSuccess: r.on_success,
-      createdAt: r.created_at,
-    };
+  batchStatus(id: string | number): Promise<BatchStatus> {
+    return batchStatus(this.workflows, id);
   }
 
   /**
@@ -384,7 +330,7 @@ export class Skipq {
 
   private jobWaiter(): Waiter {
     this.waiter ??= new Waiter({
-      store: this.store,
+      features: new JobFeatureStore(this.store),
       connectionString: this.connectionString,
       logger: this.logger,
       pollMs: this.waitPollMs,

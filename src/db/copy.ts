@@ -10,7 +10,7 @@ import { pipeline } from "node:stream/promises";
 import type pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
 import { ValidationError } from "../core/errors.js";
-import type { InsertRow } from "./jobStore.js";
+import type { InsertRow } from "./jobRows.js";
 import { notMigrated } from "./migrate.js";
 import type { Schema } from "./schema.js";
 import { withTransaction } from "./transaction.js";

@@ -2,11 +2,30 @@
  * Typed calls for the statements of sql/jobFeatures.ts (results, progress,
  * attempt logs, waiting, uniqueness windows, debounce), over a `Store`. Like
  * `JobStore`, it shapes values and rows and decides nothing about when to
- * call them.
+ * call them. The waiter's calls (jobWait*, settingsKeepCompletedRead) take one
+ * object of named parameters and return typed rows, as the area stores do.
  */
-import { type InsertRow, insertValues } from "./jobStore.js";
+import { type InsertRow, insertValues } from "./jobRows.js";
 import type { Queryable } from "./queryable.js";
 import type { Store } from "./store.js";
+
+/** What marking a waited-for job found (jobWaitMark): nothing when the job is not live. */
+export interface JobWaitMarkRow {
+  status: string;
+  queue: string;
+  /** The mark's row lock may have made a claim skip the job: its queue's workers need waking again. */
+  held: boolean;
+}
+
+/** A waited-for job as jobWaitRead reads it, live or finished. */
+export interface JobWaitRow {
+  id: string;
+  status: string;
+  result: unknown;
+  /** The job has no result (its handler returned nothing, or it did not complete). */
+  no_result: boolean;
+  last_error: string | null;
+}
 
 export class JobFeatureStore {
   constructor(readonly store: Store) {}
@@ -118,6 +137,25 @@ export class JobFeatureStore {
   async waitTx(id: string, lease: string): Promise<boolean> {
     const { rows } = await this.store.query(this.sql.jobTxWait, [id, lease]);
     return rows.length > 0;
+  }
+
+  /**
+   * waitFor: marks live job `jobId` so its finish is announced on the done channel; undefined when it is not
+   * live (finished already, or never existed).
+   */
+  async jobWaitMark(p: { jobId: string }): Promise<JobWaitMarkRow | undefined> {
+    return (await this.store.query<JobWaitMarkRow>(this.sql.jobWaitMark, [p.jobId])).rows[0];
+  }
+
+  /** waitFor: the jobs `ids` found, live or finished. */
+  async jobWaitRead(p: { ids: readonly string[] }): Promise<JobWaitRow[]> {
+    return (await this.store.query<JobWaitRow>(this.sql.jobWaitRead, [p.ids])).rows;
+  }
+
+  /** The schema's keep_completed setting (whether completed jobs stay in history); undefined without a settings row. */
+  async settingsKeepCompletedRead(): Promise<boolean | undefined> {
+    return (await this.store.query<{ keep_completed: boolean }>(this.sql.settingsKeepCompletedRead)).rows[0]
+      ?.keep_completed;
   }
 
   /** Retention: deletes up to `limit` uniqueness windows that ended more than `endedMs` ago; how many. */

@@ -1,11 +1,13 @@
 /**
  * Typed calls for the reads of sql/workflows.ts an operator makes (a job's
- * parents, the graph around a job) and retention's prunes of edges and
- * batches, over one `Store`. Each call takes one
- * object of named parameters and returns typed rows. Inserting, linking and
- * a handler's parents stay on `JobStore` (the hot path).
+ * parents, the graph around a job), a batch's row and progress
+ * (`Skipq.batch`, `batchStatus`), and retention's prunes of edges and
+ * batches, over one `Store`. Each call takes one object of named parameters
+ * and returns typed rows. Inserting jobs, linking them and a handler's
+ * parents stay on `JobStore` (the hot path).
  */
 import type { JobStatus } from "./adminStore.js";
+import type { Queryable } from "./queryable.js";
 import type { Store } from "./store.js";
 
 /** Workflows: a job in the graph around another (`Admin.flow`); kind and status null once pruned. */
@@ -27,6 +29,18 @@ export interface DependsOnRow {
   counted: boolean;
 }
 
+/** A batch as batchStatus reads it: its callbacks, its size, and its jobs counted by status (live or finished). */
+export interface BatchStatusRow {
+  id: string;
+  on_complete: string | null;
+  on_success: string | null;
+  created_at: Date;
+  /** Jobs in the batch (callbacks not included). */
+  total: number;
+  /** Jobs by status, as a JSON object (absent: none; pruned jobs are not counted). */
+  counts: Record<string, number | string>;
+}
+
 export class WorkflowStore {
   constructor(readonly store: Store) {}
 
@@ -42,6 +56,27 @@ export class WorkflowStore {
   /** The parents and children of job `jobId`, at most `limit` of each (parents first, by id). */
   async jobFlow(p: { jobId: string; limit: number }): Promise<FlowEdgeRow[]> {
     return (await this.store.query<FlowEdgeRow>(this.sql.jobFlow, [p.jobId, p.limit])).rows;
+  }
+
+  /**
+   * Writes the row of a batch of jobs `jobIds` with its callbacks (null: not given), in the transaction `db`
+   * that enqueued them. Returns the batch's id.
+   */
+  async batchInsert(
+    p: { jobIds: readonly string[]; onComplete: string | null; onSuccess: string | null },
+    db: Queryable,
+  ): Promise<string> {
+    const { rows } = await this.store.query<{ id: string }>(
+      this.sql.batchInsert,
+      [p.jobIds, p.onComplete, p.onSuccess],
+      db,
+    );
+    return (rows[0] as { id: string }).id; // INSERT … RETURNING: always one row
+  }
+
+  /** Batch `batchId`'s progress; undefined when there is no such batch. */
+  async batchStatus(p: { batchId: string }): Promise<BatchStatusRow | undefined> {
+    return (await this.store.query<BatchStatusRow>(this.sql.batchStatus, [p.batchId])).rows[0];
   }
 
   /** Retention: deletes up to `limit` edges older than `olderThanMs` whose child is no longer live; how many. */

@@ -13,7 +13,7 @@
 
 import { ValidationError } from "../core/errors.js";
 import { type Middleware, runChain } from "../core/middleware.js";
-import type { BulkItem, EnqueueOptions, EnqueueResult, JobRef } from "./enqueuer.js";
+import type { BulkItem, EnqueueOptions, EnqueueResult, JobRef } from "./options.js";
 
 /** One enqueue as middleware sees it: change `payload` or `options` (or `job`) before calling `next()`. */
 export interface EnqueueCall {

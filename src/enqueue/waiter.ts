@@ -28,8 +28,8 @@ import { SkipqError, WaitTimeoutError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { FinishedStatus } from "../core/outcome.js";
 import { assertId, type Duration, toMs } from "../core/validate.js";
+import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import { Listener } from "../db/listener.js";
-import type { Store } from "../db/store.js";
 
 export type { FinishedStatus };
 
@@ -76,16 +76,9 @@ interface Entry {
   again: boolean;
 }
 
-interface JobState {
-  id: string;
-  status: string;
-  result: unknown;
-  no_result: boolean;
-  last_error: string | null;
-}
-
 export interface WaiterOptions {
-  store: Store;
+  /** The marks and reads of waited-for jobs, over the client's store. */
+  features: JobFeatureStore;
   /** For the LISTEN connection; without one, finishes are found by polling alone. */
   connectionString: string | undefined;
   logger: Logger;
@@ -118,7 +111,7 @@ export class Waiter {
     if (o.connectionString) {
       this.listener = new Listener({
         connectionString: o.connectionString,
-        channel: `${o.store.schema.channel}:done`,
+        channel: `${o.features.store.schema.channel}:done`,
         logger: o.logger,
         onNotify: (id) => this.notified(id),
         // Back after a loss: whatever finished meanwhile was announced to nobody.
@@ -238,17 +231,14 @@ export class Waiter {
     if (!before || before.marking) return;
     before.marking = true;
     try {
-      const { rows } = await this.o.store.query<{ status: string; queue: string; held: boolean }>(
-        this.o.store.sql.features.jobWaitMark,
-        [id],
-      );
+      const mark = await this.o.features.jobWaitMark({ jobId: id });
       // The mark's row lock made any claim meanwhile skip the job: wake its workers again, now it is gone.
-      if (rows[0]?.held) this.o.wake(rows[0].queue);
+      if (mark?.held) this.o.wake(mark.queue);
       const entry = this.entries.get(id);
       if (!entry) return;
       entry.marking = false;
-      if (rows[0]) {
-        entry.status = rows[0].status;
+      if (mark) {
+        entry.status = mark.status;
         entry.existed = true;
         // Its exit was announced while the mark was in flight (the read then left the verdict to us): read
         // again, and leave it unmarked — the row may be gone, and a read that finds it live marks it again.
@@ -308,8 +298,7 @@ export class Waiter {
    */
   private async readMany(ids: string[]): Promise<void> {
     try {
-      const sql = this.o.store.sql.features;
-      const { rows } = await this.o.store.query<JobState>(sql.jobWaitRead, [ids]);
+      const rows = await this.o.features.jobWaitRead({ ids });
       const seen = new Set<string>();
       for (const row of rows) {
         seen.add(row.id);
@@ -332,8 +321,7 @@ export class Waiter {
       }
       const missing = ids.filter((id) => !seen.has(id) && this.entries.has(id));
       if (missing.length === 0) return;
-      const { rows: settings } = await this.o.store.query<{ keep_completed: boolean }>(sql.settingsKeepCompletedRead);
-      const historyOff = settings[0]?.keep_completed === false;
+      const historyOff = (await this.o.features.settingsKeepCompletedRead()) === false;
       for (const id of missing) {
         const entry = this.entries.get(id);
         if (!entry) continue;

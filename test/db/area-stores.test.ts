@@ -1,6 +1,7 @@
 /**
  * The typed stores (the operator's areas of src/db/areaStores.ts, and the
- * cron pass's, sagas', retention's and the outbox's) put each named
+ * cron pass's, sagas', retention's, the outbox's, batches', the waiter's and
+ * the dashboard's) put each named
  * parameter at the `$n` its statement's SQL compares it with, read off the
  * statement's text — so a swapped pair inside a store fails here, not only
  * as a wrong result somewhere downstream. No database: a pool that records
@@ -10,6 +11,7 @@ import type pg from "pg";
 import { expect, test } from "vitest";
 import type { JobFilterParams } from "../../src/db/adminStore.js";
 import { AreaStores } from "../../src/db/areaStores.js";
+import { DashboardStore } from "../../src/db/dashboardStore.js";
 import { HistoryStore } from "../../src/db/historyStore.js";
 import { JobFeatureStore } from "../../src/db/jobFeatureStore.js";
 import { OutboxStore } from "../../src/db/outboxStore.js";
@@ -416,4 +418,87 @@ test("a publish sends its topic, key, body and headers at the $n of the column e
   ).toEqual({ topic: "t", key: "k", event: '{"a":1}', headers: '{"h":"v"}' });
   expect(at(insert, /pg_advisory_xact_lock\(hashtext\(\$(\d+)\)/)).toBe("skipq.outbox:area_stores");
   expect(at(insert, /pg_advisory_xact_lock\(hashtext\(\$\d+\), hashtext\(\$(\d+)\)/)).toBe("k");
+});
+
+test("a batch's row sends its jobs and callbacks at the $n of the column each sets, on the batch's transaction; its status read sends the batch's id", async () => {
+  const { stores, sent: onPool } = recording([{ id: "3" }]);
+  const { tx, sent } = recordingTx([{ id: "3" }]);
+  expect(await stores.workflows.batchInsert({ jobIds: ["1", "2"], onComplete: "4", onSuccess: null }, tx)).toBe("3");
+  expect(onPool).toEqual([]);
+  await stores.workflows.batchStatus({ batchId: "3" });
+  const [insert] = sent as [Sent];
+  const [status] = onPool as [Sent];
+  expect(byInsertColumn(insert)).toEqual({ jobs: ["1", "2"], on_complete: "4", on_success: null });
+  expect(at(status, /WHERE b\.id = \$(\d+)/)).toBe("3");
+});
+
+test("a wait's mark sends the job's id at both of its $n, its read the ids at ANY's, the history setting none", async () => {
+  const { store, sent } = recording([{ keep_completed: false }]);
+  const features = new JobFeatureStore(store);
+  await features.jobWaitMark({ jobId: "5" });
+  await features.jobWaitRead({ ids: ["5", "6"] });
+  expect(await features.settingsKeepCompletedRead()).toBe(false);
+  const [mark, read, setting] = sent as [Sent, Sent, Sent];
+  expect(at(mark, /SET notify_on_finish = true WHERE id = \$(\d+)/)).toBe("5");
+  expect(at(mark, /WHERE id = \$(\d+) AND notify_on_finish$/)).toBe("5"); // the UNION's read of a marked job
+  expect(at(read, /WHERE id = ANY \(\$(\d+)::bigint\[\]\)/)).toEqual(["5", "6"]);
+  expect(setting.values).toEqual([]);
+});
+
+test("the dashboard's sessions send their hash, principal, lifetimes and the presented session each at their $n", async () => {
+  const { store, sent } = recording([{ principal: "token" }]);
+  const dashboard = new DashboardStore(store);
+  await dashboard.sessionCreate({
+    id: "h1",
+    principal: "user:ann",
+    ttlMs: 43_200_000,
+    presented: "h0",
+    idleMs: 3_600_000,
+  });
+  expect(await dashboard.sessionTouch({ id: "h2", idleMs: 60_000 })).toBe("token");
+  await dashboard.sessionRevoke({ id: "h3" });
+  const [create, touch, revoke] = sent as [Sent, Sent, Sent];
+  expect(byInsertColumn(create)).toMatchObject({ id: "h1", principal: "user:ann" });
+  expect(at(create, /now\(\) \+ \$(\d+)::float8/)).toBe(43_200_000);
+  expect(at(create, /WHERE id = \$(\d+) OR/)).toBe("h0");
+  expect(at(create, /last_seen_at <= now\(\) - \$(\d+)/)).toBe(3_600_000);
+  expect(at(touch, /WHERE id = \$(\d+)/)).toBe("h2");
+  expect(at(touch, /last_seen_at > now\(\) - \$(\d+)/)).toBe(60_000);
+  expect(at(revoke, /WHERE id = \$(\d+)/)).toBe("h3");
+});
+
+test("the dashboard's audit, outbox and state-tab calls send each value at the $n its SQL compares or sets", async () => {
+  const { store, sent } = recording();
+  const dashboard = new DashboardStore(store);
+  await dashboard.auditInsert({
+    principal: "user:ann",
+    role: "admin",
+    action: "retry",
+    target: "job 7",
+    detail: '{"n":1}',
+    client: "127.0.0.1",
+    userAgent: "curl",
+  });
+  await dashboard.auditList({ before: "90", limit: 100 });
+  await dashboard.outboxKeys({ limit: 200 });
+  await dashboard.outboxRetryKey({ key: "k", topic: "t" });
+  await dashboard.jobStateCounts({ queue: "q", kind: "k", limit: 1001 });
+  const [insert, list, keys, retry, counts] = sent as [Sent, Sent, Sent, Sent, Sent];
+  expect(byInsertColumn(insert)).toEqual({
+    principal: "user:ann",
+    role: "admin",
+    action: "retry",
+    target: "job 7",
+    detail: '{"n":1}',
+    client: "127.0.0.1",
+    user_agent: "curl",
+  });
+  expect(at(list, /id < \$(\d+)\)/)).toBe("90");
+  expect(at(list, /LIMIT \$(\d+)/)).toBe(100);
+  expect(at(keys, /LIMIT \$(\d+)/)).toBe(200);
+  expect(at(retry, /WHERE key = \$(\d+)/)).toBe("k");
+  expect(at(retry, /AND topic = \$(\d+)/)).toBe("t");
+  expect(at(counts, /queue = \$(\d+)\)/)).toBe("q");
+  expect(at(counts, /kind = \$(\d+)\)/)).toBe("k");
+  expect(at(counts, /LIMIT \$(\d+)/)).toBe(1001);
 });

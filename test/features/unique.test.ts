@@ -5,7 +5,7 @@
  * holder still counts; concurrent enqueuers of one key create exactly one job.
  */
 import { expect, test } from "vitest";
-import { defaultUniqueKey } from "../../src/enqueue/enqueuer.js";
+import { defaultUniqueKey } from "../../src/enqueue/prepare.js";
 import { Admin, Pruner, Scheduler, Skipq, silentLogger } from "../../src/index.js";
 import { DATABASE_URL, finishJobs, useTestQueue } from "../helpers.js";
 

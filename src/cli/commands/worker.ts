@@ -9,7 +9,8 @@
 import type { Command } from "commander";
 import { defaultLogger } from "../../core/logger.js";
 import { defaultErrorRedactor } from "../../core/secrets.js";
-import { createMetrics, type MetricsServer, serveMetrics } from "../../ops/metrics.js";
+import { createMetrics } from "../../ops/metrics.js";
+import { type MetricsServer, serveMetrics } from "../../ops/metricsServer.js";
 import { Skipq } from "../../skipq.js";
 import type { WorkerOptions } from "../../worker/worker.js";
 import { asCliError, checkSchema, requireDatabase, resolveConfig } from "../context.js";

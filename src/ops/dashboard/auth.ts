@@ -21,8 +21,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 import type http from "node:http";
 import { SkipqError, ValidationError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
-import type { Statement } from "../../db/statements.js";
-import type { Store } from "../../db/store.js";
+import type { DashboardStore } from "../../db/dashboardStore.js";
 import { parseCookies } from "./clientInfo.js";
 import { type CredentialThrottle, ThrottledError } from "./throttle.js";
 
@@ -145,7 +144,7 @@ export class Authenticator {
   private readonly key: Buffer;
   constructor(
     private readonly credentials: Credentials | undefined,
-    private readonly store: Store,
+    private readonly store: DashboardStore,
     private readonly sessions: SessionOptions,
     private readonly guard: {
       throttle: CredentialThrottle;
@@ -201,8 +200,7 @@ export class Authenticator {
     }
     const id = this.sessionId(req);
     if (id === undefined) return undefined;
-    const { rows } = await this.query(this.sql.sessionTouch, [id, this.sessions.idleMs]);
-    const name = (rows[0] as { principal?: string } | undefined)?.principal;
+    const name = await this.sessionTable(() => this.store.sessionTouch({ id, idleMs: this.sessions.idleMs }));
     return name === undefined ? undefined : { kind: "session", id: `session:${id}`, name };
   }
 
@@ -286,20 +284,22 @@ export class Authenticator {
    */
   async startSession(req: http.IncomingMessage, name: string): Promise<string> {
     const value = randomBytes(32).toString("base64url");
-    await this.query(this.sql.sessionCreate, [
-      this.hash(value),
-      name,
-      this.sessions.ttlMs,
-      this.sessionId(req) ?? null,
-      this.sessions.idleMs,
-    ]);
+    await this.sessionTable(() =>
+      this.store.sessionCreate({
+        id: this.hash(value),
+        principal: name,
+        ttlMs: this.sessions.ttlMs,
+        presented: this.sessionId(req) ?? null,
+        idleMs: this.sessions.idleMs,
+      }),
+    );
     return value;
   }
 
   /** Revokes the request's session (sign-out); the cookie is worthless from then on, on every replica. */
   async endSession(req: http.IncomingMessage): Promise<void> {
     const id = this.sessionId(req);
-    if (id !== undefined) await this.query(this.sql.sessionRevoke, [id]);
+    if (id !== undefined) await this.sessionTable(() => this.store.sessionRevoke({ id }));
   }
 
   /** The CSRF token for a principal: forms carry it, POSTs must echo it. */
@@ -327,13 +327,10 @@ export class Authenticator {
     return createHmac("sha256", this.key).update(text).digest("base64url");
   }
 
-  private get sql() {
-    return this.store.sql.dashboard;
-  }
-
-  private async query(statement: Statement, values: unknown[]): Promise<{ rows: unknown[]; rowCount: number | null }> {
+  /** Runs a call on the sessions table, naming the table when the schema lacks it. */
+  private async sessionTable<T>(call: () => Promise<T>): Promise<T> {
     try {
-      return await this.store.query(statement, values);
+      return await call();
     } catch (error) {
       // Store.query turns a missing table (42P01) into SKIPQ_SCHEMA_NOT_MIGRATED; say which table.
       if ((error as { code?: string }).code === "SKIPQ_SCHEMA_NOT_MIGRATED")

@@ -20,6 +20,7 @@ import type http from "node:http";
 import { ValidationError } from "../../core/errors.js";
 import { defaultLogger } from "../../core/logger.js";
 import { assertInt, toMs } from "../../core/validate.js";
+import { DashboardStore } from "../../db/dashboardStore.js";
 import { Skipq } from "../../skipq.js";
 import { Admin } from "../admin.js";
 import type { ReplicaStatus } from "../adminTypes.js";
@@ -95,9 +96,10 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     perUser: assertInt("signInThrottle.perUser", options.signInThrottle?.perUser ?? 30, 1, 1_000_000),
     windowMs: toMs("signInThrottle.window", options.signInThrottle?.window ?? "1m", { allowZero: false }),
   });
+  const statements = new DashboardStore(skipq.store);
   const auth = new Authenticator(
     credentials,
-    skipq.store,
+    statements,
     {
       ttlMs: toMs("sessionTtl", options.sessionTtl ?? "12h", { allowZero: false }),
       idleMs: toMs("sessionIdleTimeout", options.sessionIdleTimeout ?? "1h", { allowZero: false }),
@@ -220,20 +222,20 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     detail: Record<string, unknown>,
   ): Promise<void> => {
     const agent = req.headers["user-agent"];
-    await skipq.store.query(skipq.store.sql.dashboard.auditInsert, [
-      who,
-      roleOf(who),
-      what,
+    await statements.auditInsert({
+      principal: who,
+      role: roleOf(who),
+      action: what,
       target,
-      Object.keys(detail).length > 0 ? JSON.stringify(detail) : null,
-      clientAddress(req, trustProxy),
-      typeof agent === "string" ? agent.slice(0, 200) : null,
-    ]);
+      detail: Object.keys(detail).length > 0 ? JSON.stringify(detail) : null,
+      client: clientAddress(req, trustProxy),
+      userAgent: typeof agent === "string" ? agent.slice(0, 200) : null,
+    });
   };
 
   const series = sharedSeries(admin);
   const search = sharedSearch(admin);
-  const stateCounts = sharedStateCounts(skipq.readStore);
+  const stateCounts = sharedStateCounts(new DashboardStore(skipq.readStore));
   const workersInFlight = () => workersWithInFlight(admin, skipq.readStore);
   // Where the pages read from, for the header: read at most every 2 s, whatever the page rate.
   let replica: { at: number; status: Promise<ReplicaStatus | "failed" | undefined> } | undefined;
@@ -249,6 +251,7 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
     base,
     skipq,
     admin,
+    statements,
     logger,
     health: options.health,
     redact,

@@ -8,7 +8,7 @@
 
 import { SkipqError } from "../../core/errors.js";
 import { assertName, ID_PATTERN, isId } from "../../core/validate.js";
-import type { Store } from "../../db/store.js";
+import type { DashboardStore } from "../../db/dashboardStore.js";
 import type { Admin } from "../admin.js";
 import { BULK_ACTIONS, type BulkAction, type FlowNode, JOB_STATUSES, type ListedJob } from "../adminTypes.js";
 import { displayJson } from "../display.js";
@@ -228,7 +228,7 @@ export function sharedSearch(admin: Admin): (filter: JobsFilter, before: string)
  * script's refreshes (`shared`) take a result under a second old, for every viewer of the same filter.
  */
 export function sharedStateCounts(
-  store: Store,
+  reads: DashboardStore,
 ): (queue: string, kind: string, shared: boolean) => Promise<StateCounts> {
   const cached = sharedForASecond<StateCounts>();
   return (queue, kind, shared) =>
@@ -239,13 +239,13 @@ export function sharedStateCounts(
       () =>
         Promise.resolve()
           .then(() =>
-            store.query(store.sql.dashboard.jobStateCounts, [
-              queue ? assertName("queue", queue) : null,
-              kind ? assertName("kind", kind) : null,
-              STATE_COUNT_CAP + 1,
-            ]),
+            reads.jobStateCounts({
+              queue: queue ? assertName("queue", queue) : null,
+              kind: kind ? assertName("kind", kind) : null,
+              limit: STATE_COUNT_CAP + 1,
+            }),
           )
-          .then(({ rows }) => ({ counts: rows[0] as StateCounts["counts"], cap: STATE_COUNT_CAP })),
+          .then((counts) => ({ counts, cap: STATE_COUNT_CAP })),
       !shared,
     );
 }

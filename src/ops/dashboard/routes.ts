@@ -8,6 +8,7 @@
  */
 import type http from "node:http";
 import type { Logger } from "../../core/logger.js";
+import type { DashboardStore } from "../../db/dashboardStore.js";
 import type { Skipq } from "../../skipq.js";
 import type { Admin } from "../admin.js";
 import type { ListedJob, StatsPoint, StatsRange } from "../adminTypes.js";
@@ -25,6 +26,8 @@ export interface DashboardRuntime {
   base: string;
   skipq: Skipq;
   admin: Admin;
+  /** The dashboard's own statements (sessions, audit, outbox page), over the client's store (the primary). */
+  statements: DashboardStore;
   logger: Logger;
   /** Thresholds for the overview's health warnings. */
   health: HealthOptions | undefined;

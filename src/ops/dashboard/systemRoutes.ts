@@ -12,24 +12,20 @@ import { auditPage, cronPage, outboxPage, workersPage } from "./views.js";
 
 /** The system pages and the cron and outbox actions. */
 export const systemRoutes: Route[] = [
-  pageRoute("/audit", async ({ skipq }, { url, ctx, page }) => {
+  pageRoute("/audit", async ({ statements }, { url, ctx, page }) => {
     const before = param(url, "before");
     if (before && !isId(before)) throw new HttpError(400, "before must be an audit row id");
-    const { rows } = await skipq.store.query(skipq.store.sql.dashboard.auditList, [before || null, 100]);
+    const rows = await statements.auditList({ before: before || null, limit: 100 });
     return page(200, auditPage(ctx, rows, before, 100));
   }),
-  pageRoute("/outbox", async ({ skipq, redactError }, { ctx, page }) => {
-    const sql = skipq.store.sql.dashboard;
-    const [summary, keys] = await Promise.all([
-      skipq.store.query(sql.outboxSummary),
-      skipq.store.query(sql.outboxKeys, [200]),
-    ]);
-    const shown = keys.rows.map((k) => ({
+  pageRoute("/outbox", async ({ statements, redactError }, { ctx, page }) => {
+    const [summary, keys] = await Promise.all([statements.outboxSummary(), statements.outboxKeys({ limit: 200 })]);
+    const shown = keys.map((k) => ({
       ...k,
       // URL paths too: errors stored before sinks described their URLs may hold a webhook's token.
       error: redactUrlPaths(redactError(k.error, { id: "outbox", queue: k.topic, kind: "outbox" }) ?? "") || null,
     }));
-    return page(200, outboxPage({ ...ctx, refresh: 10 }, summary.rows[0], shown));
+    return page(200, outboxPage({ ...ctx, refresh: 10 }, summary, shown));
   }),
   pageRoute("/cron", async ({ admin }, { ctx, page }) =>
     page(200, cronPage({ ...ctx, refresh: 30 }, await admin.cronSchedules(), ctx.canAct !== false)),
@@ -56,13 +52,13 @@ export const systemRoutes: Route[] = [
           : `Schedule ${name} runs once at the next pass of a scheduler that declares it.`,
     );
   }),
-  actionRoute("/outbox/retry", async ({ skipq }, { form, done, record }) => {
+  actionRoute("/outbox/retry", async ({ statements }, { form, done, record }) => {
     const topic = formParam(form, "topic");
     const key = form.get("key") ?? "";
     if (!topic || key.length === 0 || key.length > 512)
       throw new HttpError(400, "a topic and a key (1–512 characters) are needed");
-    const { rowCount } = await skipq.store.query(skipq.store.sql.dashboard.outboxRetryKey, [key, topic]);
-    await record("outbox retry", `outbox ${topic}/${key}`.slice(0, 600), { events: rowCount ?? 0 });
-    return done(`${rowCount ?? 0} event(s) of key ${key} are due now.`);
+    const events = await statements.outboxRetryKey({ key, topic });
+    await record("outbox retry", `outbox ${topic}/${key}`.slice(0, 600), { events });
+    return done(`${events} event(s) of key ${key} are due now.`);
   }),
 ];

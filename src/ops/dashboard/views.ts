@@ -9,6 +9,7 @@
  * The shared layout and stylesheet are layout.ts; the jobs explorer is
  * jobsView.ts and a job's page jobView.ts.
  */
+import type { AuditRow, OutboxKeyRow, OutboxSummaryRow } from "../../db/dashboardStore.js";
 import type {
   CronScheduleRow,
   DeadGroup,
@@ -265,21 +266,7 @@ export function deadPage(
   ]);
 }
 
-export interface OutboxKeyRow {
-  topic: string;
-  key: string;
-  backlog: number;
-  oldest: Date;
-  attempts: number;
-  error: string | null;
-  next_try: Date;
-}
-
-export function outboxPage(
-  ctx: PageContext,
-  summary: { undelivered: number; oldest: Date | null; keys: number; failing: number },
-  keys: OutboxKeyRow[],
-): SafeHtml {
+export function outboxPage(ctx: PageContext, summary: OutboxSummaryRow, keys: OutboxKeyRow[]): SafeHtml {
   const here = `${ctx.base}/outbox`;
   return layout(ctx, "Outbox", [
     html`<p id="outbox-summary">${summary.undelivered} undelivered event(s) over ${summary.keys} key(s); ${summary.failing} failed at least once${
@@ -301,18 +288,6 @@ export function outboxPage(
         ),
     html`<p class="muted">Failing keys first. A key's events go out in order, so one failing event holds its key back; "Retry now" makes its events due at once.</p>`,
   ]);
-}
-
-export interface AuditRow {
-  id: string;
-  at: Date;
-  principal: string;
-  role: string;
-  action: string;
-  target: string | null;
-  detail: unknown;
-  client: string | null;
-  user_agent: string | null;
 }
 
 export function auditPage(ctx: PageContext, rows: AuditRow[], before: string, limit: number): SafeHtml {
