@@ -13,6 +13,11 @@
  * - a job that finishes leaves the jobs table in the same fenced statement that
  *   finishes it, for job_history (completed history can be switched off);
  * - all time arithmetic uses the database's now(), never a worker's clock.
+ *
+ * The outcome statements are built by `jobsCompleted`, `jobsSettled`,
+ * `jobsBackToPending` and `leasesExtended`, which the SQL protocol's functions
+ * are generated from too (protocolFunctions.ts): a change to them needs a
+ * migration with the functions' new text (test/db/functions.test.ts).
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
@@ -209,37 +214,36 @@ export function jobsCompleted(
        workflow AS (${dependentsResolved(t.schema, "done", "'completed'")})`;
 }
 
+/** What the settle's CTEs read (see `jobsSettled`). */
+export interface SettledRows {
+  /** A SELECT of (id, lease, action, error, delay_ms, fingerprint, entry), one row per job. */
+  rows: string;
+  /** A condition on `j.id` alone that makes each row a primary-key lookup. */
+  key: string;
+  /** The error's fingerprint, an SQL expression over `j` and `d` (NULL keeps the job's). */
+  fingerprint: string;
+  /** false: `rows` has no `entry` and no attempt log is written (the SQL protocol's functions write none). */
+  entries?: boolean;
+  /**
+   * true: `d` is inlined (NOT MATERIALIZED) instead of computed once, for a single row of constants and
+   * parameters (the protocol's functions), whose action the planner then folds away. A batch's `d` stays
+   * materialized: inlined, unnest(…) would be evaluated once per CTE reading it.
+   */
+  inline?: boolean;
+}
+
 /**
- * Every outcome but success, as CTEs `d`, `again`, `gone`, `buried` and `workflow`. `rows` is a SELECT of
- * (id, lease, action, error, delay_ms, fingerprint, entry), one row per job; 'retry' goes back to pending
- * after delay_ms, or to history as dead when attempts are used up; 'snooze' and 'release' go back to pending
- * without consuming the attempt; 'dead' and 'cancel' go to history, and their dependents are resolved
- * (workflows). The two data-modifying CTEs take disjoint rows (their conditions exclude each other). A
- * debounced job that goes back to pending leaves its debounce group (debounce_key NULL): a newer pending job
- * of its key may exist, and jobs_debounce admits one (migration 0018). `entry`: each attempt's entry for
- * attempt_logs (JSON text), or NULL to write none; `entries` false: `rows` has no `entry` and no log is
- * written (the SQL protocol's functions record none). `key`: a condition on `j.id` alone that makes each row a
- * primary-key lookup (joined to `d` alone, the planner may hash a scan of the whole table). `fingerprint`:
- * the error's fingerprint, an SQL expression over `j` and `d` (NULL keeps the job's). Read `again` and
- * `gone` joined to `workflow`. jobSettleMany and the protocol's skipq_fail and skipq_release are this.
+ * The first CTEs of `jobsSettled`: `d` (its rows) and `again` (the jobs going back to pending, returning id and
+ * status). On its own for rows that can only go back to pending (the protocol's skipq_release).
  */
-export function jobsSettled(
-  t: OutcomeTables,
-  o: { rows: string; key: string; fingerprint: string; entries?: boolean },
-): string {
-  const appended = `CASE WHEN d.entry IS NULL THEN j.attempt_logs
-                                    ELSE ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")} END`;
+export function jobsBackToPending(t: OutcomeTables, o: SettledRows): string {
   const logs =
     o.entries === false
       ? ""
       : `
-                attempt_logs = ${appended},`;
-  const newLogs =
-    o.entries === false
-      ? "j.attempt_logs"
-      : `CASE WHEN d.entry IS NULL THEN j.attempt_logs
-                        ELSE ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")} END`;
-  return `d AS MATERIALIZED (
+                attempt_logs = CASE WHEN d.entry IS NULL THEN j.attempt_logs
+                                    ELSE ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")} END,`;
+  return `d AS ${o.inline ? "NOT MATERIALIZED" : "MATERIALIZED"} (
          ${o.rows}),
        again AS (
          UPDATE ${t.jobs} AS j
@@ -252,7 +256,27 @@ export function jobsSettled(
            FROM d
           WHERE ${o.key} AND j.id = d.id AND j.lease = d.lease
             AND (d.action IN ('snooze', 'release') OR (d.action = 'retry' AND j.attempts < j.max_attempts))
-         RETURNING j.id, 'pending' AS status),
+         RETURNING j.id, 'pending' AS status)`;
+}
+
+/**
+ * Every outcome but success, as CTEs `d`, `again`, `gone`, `buried` and `workflow`, one row of `rows` per job:
+ * 'retry' goes back to pending after delay_ms, or to history as dead when attempts are used up; 'snooze' and
+ * 'release' go back to pending without consuming the attempt; 'dead' and 'cancel' go to history, and their
+ * dependents are resolved (workflows). The two data-modifying CTEs take disjoint rows (their conditions
+ * exclude each other). A debounced job that goes back to pending leaves its debounce group (debounce_key
+ * NULL): a newer pending job of its key may exist, and jobs_debounce admits one (migration 0018). `entry`:
+ * each attempt's entry for attempt_logs (JSON text), or NULL to write none. `key` makes each row a
+ * primary-key lookup: joined to `d` alone, the planner may hash a scan of the whole table. Read `again`, and
+ * `gone` joined to `workflow`. jobSettleMany and the protocol's skipq_fail are this.
+ */
+export function jobsSettled(t: OutcomeTables, o: SettledRows): string {
+  const newLogs =
+    o.entries === false
+      ? "j.attempt_logs"
+      : `CASE WHEN d.entry IS NULL THEN j.attempt_logs
+                        ELSE ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")} END`;
+  return `${jobsBackToPending(t, o)},
        gone AS (
          DELETE FROM ${t.jobs} AS j USING d
           WHERE ${o.key} AND j.id = d.id AND j.lease = d.lease
@@ -267,15 +291,16 @@ export function jobsSettled(
 }
 
 /**
- * A heartbeat's UPDATE: the leases of the jobs of `from` (a FROM item `d` of id and lease) that still match are
- * extended by `leaseMs` (SQL, ms); returns their ids. `key`: as in `jobsSettled`. jobHeartbeatMany and the
- * protocol's skipq_heartbeat are this.
+ * A heartbeat's UPDATE: the leases of the jobs matching `match` (conditions on `j`, and on `from` when given)
+ * are extended by `leaseMs` (SQL, ms); returns their ids. jobHeartbeatMany and the protocol's skipq_heartbeat
+ * are this.
  */
-export function leasesExtended(jobs: string, o: { from: string; key: string; leaseMs: string }): string {
+export function leasesExtended(jobs: string, o: { from?: string; match: string; leaseMs: string }): string {
   return `UPDATE ${jobs} AS j
-          SET locked_at = now(), lease_expires_at = now() + ${o.leaseMs} * interval '1 millisecond', updated_at = now()
-         FROM ${o.from}
-        WHERE ${o.key} AND j.id = d.id AND j.lease = d.lease
+          SET locked_at = now(), lease_expires_at = now() + ${o.leaseMs} * interval '1 millisecond', updated_at = now()${
+            o.from ? `\n         FROM ${o.from}` : ""
+          }
+        WHERE ${o.match}
        RETURNING j.id`;
 }
 
@@ -421,7 +446,7 @@ export function jobStatements(names: Schema) {
       /** Extend the leases of running jobs by $3 ms; returns the ids still held. */
       jobHeartbeatMany: leasesExtended(jobs, {
         from: "unnest($1::bigint[], $2::bigint[]) AS d(id, lease)",
-        key: "j.id = ANY ($1::bigint[])",
+        match: "j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease",
         leaseMs: "$3::float8",
       }),
 
