@@ -11,13 +11,11 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { attemptLogsAppend, dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
+import { attemptLogsAppend, jobsCompleted, outcomeTables } from "./jobs.js";
 
 export function jobFeatureStatements(names: Schema) {
   const schema = names.sql;
   const jobs = `${schema}.jobs`;
-  const history = `${schema}.job_history`;
-  const keepCompleted = `(SELECT keep_completed FROM ${schema}.settings)`;
   // The columns jobInsertQuiet's $1-$10 fill, in that order.
   const insertColumns =
     "queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key";
@@ -32,14 +30,12 @@ export function jobFeatureStatements(names: Schema) {
        */
       jobCompleteManyWithResults: `WITH d AS MATERIALIZED (
          SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS d(id, lease, result)),
-       done AS (
-         DELETE FROM ${jobs} AS j USING d
-          WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-         RETURNING j.*, d.result::jsonb AS new_result),
-       kept AS (
-         INSERT INTO ${history} (${HISTORY_COLUMNS})
-         ${historyValues("done", "'completed'", "last_error", "error_fingerprint", "new_result")} WHERE ${keepCompleted}),
-       workflow AS (${dependentsResolved(schema, "done", "'completed'")})
+       ${jobsCompleted(outcomeTables(schema), {
+         using: "d",
+         match: "j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease",
+         returning: "d.result::jsonb AS new_result",
+         result: "new_result",
+       })}
        SELECT id FROM done, workflow`,
 
       /**

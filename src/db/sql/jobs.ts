@@ -13,6 +13,11 @@
  * - a job that finishes leaves the jobs table in the same fenced statement that
  *   finishes it, for job_history (completed history can be switched off);
  * - all time arithmetic uses the database's now(), never a worker's clock.
+ *
+ * The outcome statements are built by `jobsCompleted`, `jobsSettled`,
+ * `jobsBackToPending` and `leasesExtended`, which the SQL protocol's functions
+ * are generated from too (protocolFunctions.ts): a change to them needs a
+ * migration with the functions' new text (test/db/functions.test.ts).
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
@@ -156,10 +161,147 @@ export const RANDOM_LEASE = "1 + floor(random() * 4611686018427387903)::bigint";
  * Workflows: a CTE body resolving the dependents of the jobs in CTE `from` (their ids), finished with
  * `status` (an SQL expression over `from`), through skipq_parents_finished (migration 0013): edges counted,
  * children made pending, cancelled or left waiting. One row whatever `from` holds; a statement that finishes
- * jobs must reference it (a CTE that is only a SELECT runs only when read).
+ * jobs must reference it (a CTE that is only a SELECT runs only when read). `schema` null: the function's
+ * bare name, for a function body (see `outcomeTables`).
  */
-export function dependentsResolved(schema: string, from: string, status: string): string {
-  return `SELECT ${schema}.skipq_parents_finished(array_agg(id), array_agg((${status})::text)) AS released FROM ${from}`;
+export function dependentsResolved(schema: string | null, from: string, status: string): string {
+  const fn = schema === null ? "skipq_parents_finished" : `${schema}.skipq_parents_finished`;
+  return `SELECT ${fn}(array_agg(id), array_agg((${status})::text)) AS released FROM ${from}`;
+}
+
+/**
+ * The names an outcome statement writes through: schema-qualified in the worker's statements, bare in the SQL
+ * protocol's functions (protocolFunctions.ts), whose migrations install them with `SET search_path FROM CURRENT`.
+ */
+export interface OutcomeTables {
+  /** The quoted schema, or null for bare names. */
+  readonly schema: string | null;
+  readonly jobs: string;
+  readonly history: string;
+  /** Whether completed jobs go to history: an SQL boolean expression. */
+  readonly keepCompleted: string;
+}
+
+export function outcomeTables(schema: string | null): OutcomeTables {
+  const at = (name: string) => (schema === null ? name : `${schema}.${name}`);
+  return {
+    schema,
+    jobs: at("jobs"),
+    history: at("job_history"),
+    keepCompleted: `(SELECT keep_completed FROM ${at("settings")})`,
+  };
+}
+
+/**
+ * A completion's CTEs `done`, `kept` and `workflow`: the jobs matching `match` (conditions on `j`, and on
+ * `using` when given, as in DELETE … USING) leave the live table, for job_history with `result` (an SQL
+ * expression over `done`; default the job's own column) unless completed history is off, and their
+ * dependents are resolved. `returning` adds columns to `done` beside `j.*`. The statement's final SELECT must
+ * read `workflow`. jobCompleteMany, jobCompleteManyWithResults (jobFeatures.ts) and the protocol's
+ * skipq_complete are this.
+ */
+export function jobsCompleted(
+  t: OutcomeTables,
+  o: { using?: string; match: string; returning?: string; result?: string },
+): string {
+  return `done AS (
+         DELETE FROM ${t.jobs} AS j${o.using ? ` USING ${o.using}` : ""}
+          WHERE ${o.match}
+         RETURNING j.*${o.returning ? `, ${o.returning}` : ""}),
+       kept AS (
+         INSERT INTO ${t.history} (${HISTORY_COLUMNS})
+         ${historyValues("done", "'completed'", "last_error", "error_fingerprint", o.result ?? "result")} WHERE ${t.keepCompleted}),
+       workflow AS (${dependentsResolved(t.schema, "done", "'completed'")})`;
+}
+
+/** What the settle's CTEs read (see `jobsSettled`). */
+export interface SettledRows {
+  /** A SELECT of (id, lease, outcome, error, delay_ms, fingerprint, entry), one row per job. */
+  rows: string;
+  /** A condition on `j.id` alone that makes each row a primary-key lookup. */
+  key: string;
+  /** The error's fingerprint, an SQL expression over `j` and `d` (NULL keeps the job's). */
+  fingerprint: string;
+  /** false: `rows` has no `entry` and no attempt log is written (the SQL protocol's functions write none). */
+  entries?: boolean;
+  /**
+   * true: `d` is inlined (NOT MATERIALIZED) instead of computed once, for a single row of constants and
+   * parameters (the protocol's functions), whose outcome the planner then folds away. A batch's `d` stays
+   * materialized: inlined, unnest(…) would be evaluated once per CTE reading it.
+   */
+  inline?: boolean;
+}
+
+/**
+ * The first CTEs of `jobsSettled`: `d` (its rows) and `again` (the jobs going back to pending, returning id and
+ * status). On its own for rows that can only go back to pending (the protocol's skipq_release).
+ */
+export function jobsBackToPending(t: OutcomeTables, o: SettledRows): string {
+  const logs =
+    o.entries === false
+      ? ""
+      : `
+                attempt_logs = CASE WHEN d.entry IS NULL THEN j.attempt_logs
+                                    ELSE ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")} END,`;
+  return `d AS ${o.inline ? "NOT MATERIALIZED" : "MATERIALIZED"} (
+         ${o.rows}),
+       again AS (
+         UPDATE ${t.jobs} AS j
+            SET status = 'pending',
+                attempts = CASE WHEN d.outcome IN ('snoozed', 'released') THEN j.attempts - 1 ELSE j.attempts END,
+                run_at = CASE WHEN d.outcome = 'released' THEN now() ELSE now() + d.delay_ms * interval '1 millisecond' END,
+                last_error = COALESCE(d.error, j.last_error),
+                error_fingerprint = COALESCE(${o.fingerprint}, j.error_fingerprint),${logs}
+                lease = NULL, lease_expires_at = NULL, debounce_key = NULL, updated_at = now()
+           FROM d
+          WHERE ${o.key} AND j.id = d.id AND j.lease = d.lease
+            AND (d.outcome IN ('snoozed', 'released') OR (d.outcome = 'retry' AND j.attempts < j.max_attempts))
+         RETURNING j.id, 'pending' AS status)`;
+}
+
+/**
+ * Every outcome but success, as CTEs `d`, `again`, `gone`, `buried` and `workflow`, one row of `rows` per job:
+ * 'retry' goes back to pending after delay_ms, or to history as dead when attempts are used up; 'snooze' and
+ * 'release' go back to pending without consuming the attempt; 'dead' and 'cancel' go to history, and their
+ * dependents are resolved (workflows). The two data-modifying CTEs take disjoint rows (their conditions
+ * exclude each other). A debounced job that goes back to pending leaves its debounce group (debounce_key
+ * NULL): a newer pending job of its key may exist, and jobs_debounce admits one (migration 0018). `entry`:
+ * each attempt's entry for attempt_logs (JSON text), or NULL to write none. `key` makes each row a
+ * primary-key lookup: joined to `d` alone, the planner may hash a scan of the whole table. Read `again`, and
+ * `gone` joined to `workflow`. jobSettleMany and the protocol's skipq_fail are this.
+ */
+export function jobsSettled(t: OutcomeTables, o: SettledRows): string {
+  const newLogs =
+    o.entries === false
+      ? "j.attempt_logs"
+      : `CASE WHEN d.entry IS NULL THEN j.attempt_logs
+                        ELSE ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")} END`;
+  return `${jobsBackToPending(t, o)},
+       gone AS (
+         DELETE FROM ${t.jobs} AS j USING d
+          WHERE ${o.key} AND j.id = d.id AND j.lease = d.lease
+            AND (d.outcome IN ('dead', 'cancelled') OR (d.outcome = 'retry' AND j.attempts >= j.max_attempts))
+         RETURNING j.*, CASE WHEN d.outcome = 'cancelled' THEN 'cancelled' ELSE 'dead' END AS outcome,
+                   d.error AS new_error, ${o.fingerprint} AS new_fingerprint,
+                   ${newLogs} AS new_logs),
+       buried AS (
+         INSERT INTO ${t.history} (${HISTORY_COLUMNS})
+         ${historyValues("gone", "outcome", "COALESCE(new_error, last_error)", "COALESCE(new_fingerprint, error_fingerprint)", "result", "new_logs")}),
+       workflow AS (${dependentsResolved(t.schema, "gone", "outcome")})`;
+}
+
+/**
+ * A heartbeat's UPDATE: the leases of the jobs matching `match` (conditions on `j`, and on `from` when given)
+ * are extended by `leaseMs` (SQL, ms); returns their ids. jobHeartbeatMany and the protocol's skipq_heartbeat
+ * are this.
+ */
+export function leasesExtended(jobs: string, o: { from?: string; match: string; leaseMs: string }): string {
+  return `UPDATE ${jobs} AS j
+          SET locked_at = now(), lease_expires_at = now() + ${o.leaseMs} * interval '1 millisecond', updated_at = now()${
+            o.from ? `\n         FROM ${o.from}` : ""
+          }
+        WHERE ${o.match}
+       RETURNING j.id`;
 }
 
 /**
@@ -230,8 +372,7 @@ function attemptLogsCut(current: string, entry: string): string {
 export function jobStatements(names: Schema) {
   const schema = names.sql;
   const jobs = `${schema}.jobs`;
-  const history = `${schema}.job_history`;
-  const keepCompleted = `(SELECT keep_completed FROM ${schema}.settings)`;
+  const tables = outcomeTables(schema);
   const columns = "queue, kind, payload, priority, max_attempts, run_at, idempotency_key, headers, concurrency_key";
   // One job: its id is the key's (when $8, its key, was taken by this statement) or a new one; nothing is
   // inserted when the key was taken before.
@@ -282,63 +423,33 @@ export function jobStatements(names: Schema) {
        * makes the rows a primary-key lookup: joined to unnest(...) alone, the planner may hash a
        * scan of the whole table.
        */
-      jobCompleteMany: `WITH done AS (
-         DELETE FROM ${jobs} AS j USING unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
-          WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-         RETURNING j.*),
-       kept AS (
-         INSERT INTO ${history} (${HISTORY_COLUMNS})
-         ${historyValues("done", "'completed'")} WHERE ${keepCompleted}),
-       workflow AS (${dependentsResolved(schema, "done", "'completed'")})
+      jobCompleteMany: `WITH ${jobsCompleted(tables, {
+        using: "unnest($1::bigint[], $2::bigint[]) AS d(id, lease)",
+        match: "j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease",
+      })}
        SELECT id FROM done, workflow`,
 
       /**
-       * Every other outcome, batched, in the worker's words (core/outcome.ts). 'retry' goes back to pending
-       * after $5 ms, or to history as dead when attempts are used up; 'snoozed' and 'released' go back to
-       * pending without consuming the attempt; 'dead' and 'cancelled' go to history, and their dependents are resolved (workflows). The two
-       * data-modifying CTEs take disjoint rows (their conditions exclude each other).
-       * A debounced job that goes back to pending leaves its debounce group (debounce_key NULL): a newer
-       * pending job of its key may exist, and jobs_debounce admits one (migration 0018).
-       * $7: each attempt's entry for attempt_logs (JSON text, see worker/attemptLog.ts), or NULL to write
-       * none; appended in the same UPDATE or DELETE, so recording every attempt costs no statement of its own.
+       * Every other outcome, batched, in the worker's words (core/outcome.ts; `jobsSettled`: retry, snoozed,
+       * released, dead, cancelled), each fenced by
+       * its lease. $7: each attempt's entry for attempt_logs (JSON text, see worker/attemptLog.ts), or NULL
+       * to write none; appended in the same UPDATE or DELETE, so recording every attempt costs no statement
+       * of its own. $6: the error's fingerprint (core/errorFormat.ts), NULL to keep the job's.
        */
-      jobSettleMany: `WITH d AS MATERIALIZED (
-         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::text[])
-                AS d(id, lease, outcome, error, delay_ms, fingerprint, entry)),
-       again AS (
-         UPDATE ${jobs} AS j
-            SET status = 'pending',
-                attempts = CASE WHEN d.outcome IN ('snoozed', 'released') THEN j.attempts - 1 ELSE j.attempts END,
-                run_at = CASE WHEN d.outcome = 'released' THEN now() ELSE now() + d.delay_ms * interval '1 millisecond' END,
-                last_error = COALESCE(d.error, j.last_error),
-                error_fingerprint = COALESCE(d.fingerprint, j.error_fingerprint),
-                attempt_logs = CASE WHEN d.entry IS NULL THEN j.attempt_logs
-                                    ELSE ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")} END,
-                lease = NULL, lease_expires_at = NULL, debounce_key = NULL, updated_at = now()
-           FROM d
-          WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-            AND (d.outcome IN ('snoozed', 'released') OR (d.outcome = 'retry' AND j.attempts < j.max_attempts))
-         RETURNING j.id, 'pending' AS status),
-       gone AS (
-         DELETE FROM ${jobs} AS j USING d
-          WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-            AND (d.outcome IN ('dead', 'cancelled') OR (d.outcome = 'retry' AND j.attempts >= j.max_attempts))
-         RETURNING j.*, CASE WHEN d.outcome = 'cancelled' THEN 'cancelled' ELSE 'dead' END AS outcome,
-                   d.error AS new_error, d.fingerprint AS new_fingerprint,
-                   CASE WHEN d.entry IS NULL THEN j.attempt_logs
-                        ELSE ${attemptLogsAppend("j.attempt_logs", "d.entry::jsonb")} END AS new_logs),
-       buried AS (
-         INSERT INTO ${history} (${HISTORY_COLUMNS})
-         ${historyValues("gone", "outcome", "COALESCE(new_error, last_error)", "COALESCE(new_fingerprint, error_fingerprint)", "result", "new_logs")}),
-       workflow AS (${dependentsResolved(schema, "gone", "outcome")})
+      jobSettleMany: `WITH ${jobsSettled(tables, {
+        rows: `SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::text[])
+                AS d(id, lease, outcome, error, delay_ms, fingerprint, entry)`,
+        key: "j.id = ANY ($1::bigint[])",
+        fingerprint: "d.fingerprint",
+      })}
        SELECT id, status FROM again UNION ALL SELECT id, outcome FROM gone, workflow`,
 
       /** Extend the leases of running jobs by $3 ms; returns the ids still held. */
-      jobHeartbeatMany: `UPDATE ${jobs} AS j
-          SET locked_at = now(), lease_expires_at = now() + $3::float8 * interval '1 millisecond', updated_at = now()
-         FROM unnest($1::bigint[], $2::bigint[]) AS d(id, lease)
-        WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-       RETURNING j.id`,
+      jobHeartbeatMany: leasesExtended(jobs, {
+        from: "unnest($1::bigint[], $2::bigint[]) AS d(id, lease)",
+        match: "j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease",
+        leaseMs: "$3::float8",
+      }),
 
       /** Of jobs $1 (leases a heartbeat found gone), those an operator cancelled. */
       jobCancelledAmong: `SELECT id FROM ${schema}.job_history WHERE id = ANY ($1::bigint[]) AND status = 'cancelled'`,
