@@ -81,7 +81,9 @@ $fn$;`;
  */
 export function releaseFunctionSql(): string {
   const settled = jobsBackToPending(bare, {
-    rows: oneJob("'released'::text AS outcome, NULL::text AS error, NULL::float8 AS delay_ms, NULL::text AS fingerprint"),
+    rows: oneJob(
+      "'released'::text AS outcome, NULL::text AS error, NULL::float8 AS delay_ms, NULL::text AS fingerprint",
+    ),
     key: "j.id = job_id",
     fingerprint: "d.fingerprint",
     entries: false,
