@@ -17,7 +17,7 @@ import {
   prismaQueryable,
   type Queryable,
 } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, useTestQueue } from "../helpers.js";
 import { generatePrismaClient } from "../prismaClient.js";
 
 class Rollback extends Error {}
@@ -90,18 +90,16 @@ async function drivers(): Promise<Driver[]> {
   ];
 }
 
-let t: TestQueue;
+const t = useTestQueue("adapters");
 let all: Driver[];
 let outbox: Outbox;
 beforeAll(async () => {
-  t = await testQueue("adapters");
   outbox = new Outbox(t.skipq);
   await t.db.query(`CREATE TABLE "${t.schema}".orders (id text PRIMARY KEY)`);
   all = await drivers();
 }, 120_000);
 afterAll(async () => {
   await Promise.all(all.map((d) => d.close()));
-  await t.cleanup();
 });
 
 async function counts(tag: string) {

@@ -6,19 +6,15 @@
 import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { DATABASE_URL, schemaName, type TestQueue, testQueue } from "../helpers.js";
+import { beforeAll, describe, expect, test } from "vitest";
+import { DATABASE_URL, schemaName, useTestQueue } from "../helpers.js";
 import { type Result, skipq } from "./run.js";
 
-let t: TestQueue;
+const t = useTestQueue("cli-bad-input");
 let env: Record<string, string>;
 
 beforeAll(async () => {
-  t = await testQueue("cli-bad-input");
   env = { DATABASE_URL, SKIPQ_SCHEMA: t.schema };
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 async function jobCount(): Promise<number> {

@@ -3,20 +3,16 @@
  * PostgreSQL: what each prints (human and --json) and what it changes.
  */
 import { readFileSync } from "node:fs";
-import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
+import { beforeAll, describe, expect, test, vi } from "vitest";
 import { main } from "../../src/cli/main.js";
-import { DATABASE_URL, finishJobs, schemaName, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, finishJobs, schemaName, useTestQueue } from "../helpers.js";
 import { skipq } from "./run.js";
 
-let t: TestQueue;
+const t = useTestQueue("cli-commands");
 let env: Record<string, string>;
 
 beforeAll(async () => {
-  t = await testQueue("cli-commands");
   env = { DATABASE_URL, SKIPQ_SCHEMA: t.schema };
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 async function row(id: string) {

@@ -6,20 +6,16 @@
  */
 import { existsSync } from "node:fs";
 import net from "node:net";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, expect, test } from "vitest";
 import { sampleJobs } from "../../src/cli/demo/sample.js";
-import { DATABASE_URL, schemaName, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, schemaName, until, useTestQueue } from "../helpers.js";
 import { skipq, start } from "./run.js";
 
-let t: TestQueue;
+const t = useTestQueue("cli-demo-other");
 const demoSchema = schemaName("cli-demo");
 
-beforeAll(async () => {
-  t = await testQueue("cli-demo-other");
-});
 afterAll(async () => {
   await t.db.query(`DROP SCHEMA IF EXISTS "${demoSchema}" CASCADE`);
-  await t.cleanup();
 });
 
 async function counts(schema: string): Promise<Record<string, number>> {

@@ -5,18 +5,14 @@
  * error text is redacted at display time whoever wrote it, and values of any
  * shape and depth PostgreSQL accepts are printed, never crashed on.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
-import { DATABASE_URL, insertRawJob, type TestQueue, testQueue } from "../helpers.js";
+import { beforeAll, expect, test } from "vitest";
+import { DATABASE_URL, insertRawJob, useTestQueue } from "../helpers.js";
 import { skipq, start } from "./run.js";
 
-let t: TestQueue;
+const t = useTestQueue("cli_displays");
 let env: Record<string, string>;
 beforeAll(async () => {
-  t = await testQueue("cli_displays");
   env = { DATABASE_URL, SKIPQ_SCHEMA: t.schema };
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 /** Raw control characters a terminal acts on: C0 but newline, DEL, C1. */

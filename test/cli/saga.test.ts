@@ -1,7 +1,7 @@
 /** `skipq saga <id>` through the built binary: a saga's state for people and for scripts. */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { beforeAll, expect, test } from "vitest";
 import { defineSaga, Sagas } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, useTestQueue } from "../helpers.js";
 import { skipq } from "./run.js";
 
 const payment = defineSaga<{ amount: number }>("payment", [
@@ -9,14 +9,10 @@ const payment = defineSaga<{ amount: number }>("payment", [
   { name: "capture", action: () => ({ captured: true }) },
 ]);
 
-let t: TestQueue;
+const t = useTestQueue("cli-saga");
 let env: Record<string, string>;
 beforeAll(async () => {
-  t = await testQueue("cli-saga");
   env = { DATABASE_URL, SKIPQ_SCHEMA: t.schema };
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 test("saga <id> shows the saga's status, its steps and the job that runs next", async () => {

@@ -3,17 +3,16 @@
  * number Infinity and a year past +275760 into an Invalid Date. A job inserted
  * by plain SQL with either must not break `skipq jobs`, `job` or `stats`.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { beforeAll, expect, test } from "vitest";
+import { DATABASE_URL, useTestQueue } from "../helpers.js";
 import { skipq } from "./run.js";
 
-let t: TestQueue;
+const t = useTestQueue("cli-timestamps");
 let env: Record<string, string>;
 let forever: string;
 let farFuture: string;
 
 beforeAll(async () => {
-  t = await testQueue("cli-timestamps");
   env = { DATABASE_URL, SKIPQ_SCHEMA: t.schema };
   const insert = async (runAt: string) =>
     (
@@ -23,9 +22,6 @@ beforeAll(async () => {
     ).rows[0].id as string;
   forever = await insert("infinity");
   farFuture = await insert("294276-12-31 00:00:00+00");
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 test("skipq jobs lists a job with run_at 'infinity' or beyond the JavaScript Date range", async () => {

@@ -7,18 +7,17 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
 const TOKEN = "nextjs-route-token-0123456789";
 const ORIGIN = "https://app.example";
 const BASE = `${ORIGIN}/ops/skipq`;
 type RouteHandler = (request: Request) => Promise<Response>;
-let t: TestQueue;
+const t = useTestQueue("nextjs_route");
 let route: { GET: RouteHandler; POST: RouteHandler; runtime: string; dynamic: string };
 const saved = { schema: process.env.SKIPQ_SCHEMA, token: process.env.SKIPQ_DASHBOARD_TOKEN };
 
 beforeAll(async () => {
-  t = await testQueue("nextjs_route");
   // What the route reads, as a deployment would set it.
   process.env.SKIPQ_SCHEMA = t.schema;
   process.env.SKIPQ_DASHBOARD_TOKEN = TOKEN;
@@ -30,7 +29,6 @@ afterAll(async () => {
   process.env.SKIPQ_DASHBOARD_TOKEN = saved.token;
   if (saved.schema === undefined) delete process.env.SKIPQ_SCHEMA;
   if (saved.token === undefined) delete process.env.SKIPQ_DASHBOARD_TOKEN;
-  await t.cleanup();
 });
 
 /** A request as the proxy in front hands it to Next: `peer` is what it wrote into X-Forwarded-For. */

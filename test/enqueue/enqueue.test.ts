@@ -3,7 +3,7 @@
  * that throws a typed error and writes nothing.
  */
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { z } from "zod";
 import { type Duration, NAME_PATTERN } from "../../src/core/validate.js";
 import {
@@ -15,13 +15,9 @@ import {
   silentLogger,
   ValidationError,
 } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("enqueue");
-});
-afterAll(async () => t.cleanup());
+const t = useTestQueue("enqueue");
 
 async function count(where = "true", values: unknown[] = []): Promise<number> {
   const { rows } = await t.db.query(`SELECT count(*)::int AS n FROM "${t.schema}".all_jobs WHERE ${where}`, values);

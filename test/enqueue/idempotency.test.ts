@@ -8,12 +8,11 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Pruner, Skipq, silentLogger } from "../../src/index.js";
-import { clearJobs, DATABASE_URL, finishJobs, type TestQueue, testQueue } from "../helpers.js";
+import { clearJobs, DATABASE_URL, finishJobs, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("idempotency");
 let clients: Skipq[];
 beforeAll(async () => {
-  t = await testQueue("idempotency");
   // Separate clients: separate pools, so the enqueues really race in separate transactions.
   clients = Array.from(
     { length: 10 },
@@ -22,7 +21,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.close()));
-  await t.cleanup();
 });
 
 /** 50 concurrent enqueues of `key`, 5 per client, singles and bulk mixed. */

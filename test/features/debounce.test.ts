@@ -6,18 +6,14 @@
  * two pending jobs of one key, and the last enqueue's payload always runs.
  */
 import pg from "pg";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, expect, test } from "vitest";
 import { Admin, defineJob, Skipq, silentLogger, type Worker } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("debounce");
 const workers: Worker[] = [];
-beforeAll(async () => {
-  t = await testQueue("debounce");
-});
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 const reindex = defineJob<{ version: number }>("reindex");

@@ -7,18 +7,16 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, type AttemptLog, defineJob, type Worker, type WorkerOptions } from "../../src/index.js";
 import { skipq as cli } from "../cli/run.js";
-import { DATABASE_URL, type TestQueue, testQueue, untilFinished } from "../helpers.js";
+import { DATABASE_URL, untilFinished, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("logs");
 let admin: Admin;
 const workers: Worker[] = [];
 beforeAll(async () => {
-  t = await testQueue("logs");
   admin = new Admin(t.skipq);
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 function worker(queue: string, options: WorkerOptions = {}): Worker {

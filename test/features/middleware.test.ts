@@ -5,20 +5,16 @@
  * batches, and a tenant context carried from enqueue to handler in headers.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, expect, test } from "vitest";
 import { defineJob, Skipq, silentLogger, type Worker } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue, untilFinished } from "../helpers.js";
+import { DATABASE_URL, untilFinished, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("middleware");
 const workers: Worker[] = [];
 const clients: Skipq[] = [];
-beforeAll(async () => {
-  t = await testQueue("middleware");
-});
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
   await Promise.all(clients.map((c) => c.close()));
-  await t.cleanup();
 });
 
 /** A client of its own, so its enqueue middleware touches no other test. */

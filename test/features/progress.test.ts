@@ -9,20 +9,18 @@ import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, defineJob, type JobContext, type Worker, type WorkerOptions } from "../../src/index.js";
 import { skipq as cli } from "../cli/run.js";
-import { DATABASE_URL, gate, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, gate, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("progress");
 let admin: Admin;
 const workers: Worker[] = [];
 const pools: pg.Pool[] = [];
 beforeAll(async () => {
-  t = await testQueue("progress");
   admin = new Admin(t.skipq);
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
   await Promise.all(pools.map((p) => p.end()));
-  await t.cleanup();
 });
 
 /** A worker on its own pool whose statements that write progress are counted. */

@@ -7,7 +7,7 @@
  * LISTEN connection killed.
  */
 import pg from "pg";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, expect, test } from "vitest";
 import {
   Admin,
   type Duration,
@@ -17,20 +17,16 @@ import {
   WaitTimeoutError,
   type Worker,
 } from "../../src/index.js";
-import { DATABASE_URL, gate, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, gate, until, useTestQueue } from "../helpers.js";
 import { startWorkerProcesses } from "../processes.js";
 
-let t: TestQueue;
+// A poll far longer than any test: a wait that resolves did so by notification (or the reconnect's read).
+const t = useTestQueue("wait", { waitPollInterval: "10m" });
 const workers: Worker[] = [];
 const clients: Skipq[] = [];
-beforeAll(async () => {
-  // A poll far longer than any test: a wait that resolves did so by notification (or the reconnect's read).
-  t = await testQueue("wait", { waitPollInterval: "10m" });
-});
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
   await Promise.all(clients.map((c) => c.close()));
-  await t.cleanup();
 });
 
 /** Another client of the same schema (a separate LISTEN connection and pool). */

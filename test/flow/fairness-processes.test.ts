@@ -9,10 +9,10 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, silentLogger } from "../../src/index.js";
 import { Reaper } from "../../src/maintenance/reaper.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 import { createLedger, startWorkerProcesses, type WorkerProcess } from "../processes.js";
 
-let t: TestQueue;
+const t = useTestQueue("fair_procs");
 let workers: WorkerProcess[] = [];
 const SMALL = Array.from({ length: 9 }, (_, i) => `small-${i}`);
 const WEIGHTS = { big: 3 } as const;
@@ -20,7 +20,6 @@ const WEIGHTS = { big: 3 } as const;
 const ROUND = WEIGHTS.big + SMALL.length;
 
 beforeAll(async () => {
-  t = await testQueue("fair_procs");
   await createLedger(t.db, t.schema);
   await t.db.query(`
     CREATE TABLE "${t.schema}".claims (seq bigserial PRIMARY KEY, job_id bigint, key text, worker text);
@@ -34,7 +33,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 async function claimCount(): Promise<number> {

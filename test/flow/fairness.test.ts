@@ -5,19 +5,17 @@
  * cancel, history off — and the SQL protocol. One process, claims called
  * directly; the many-process race is fairness-processes.test.ts.
  */
-import { afterAll, beforeAll, beforeEach, expect, test } from "vitest";
+import { beforeAll, beforeEach, expect, test } from "vitest";
 import { Admin, defineJob } from "../../src/index.js";
-import { clearJobs, type TestQueue, testQueue } from "../helpers.js";
+import { clearJobs, testQueue, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("fairness");
 let admin: Admin;
 const job = defineJob<{ n?: number }>("fair");
 
 beforeAll(async () => {
-  t = await testQueue("fairness");
   admin = new Admin(t.skipq);
 });
-afterAll(async () => t.cleanup());
 beforeEach(async () => {
   await clearJobs(t.db, t.schema);
   await t.db.query(`TRUNCATE "${t.schema}".fair_keys, "${t.schema}".fair_queues, "${t.schema}".queue_keys,

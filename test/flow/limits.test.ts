@@ -5,14 +5,13 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin } from "../../src/index.js";
-import { statusCounts, type TestQueue, testQueue, until } from "../helpers.js";
+import { statusCounts, until, useTestQueue } from "../helpers.js";
 import { createLedger, startWorkerProcesses, type WorkerProcess } from "../processes.js";
 
-let t: TestQueue;
+const t = useTestQueue("limits");
 let workers: WorkerProcess[] = [];
 
 beforeAll(async () => {
-  t = await testQueue("limits");
   await createLedger(t.db, t.schema);
   // Every claim's time, as the claim set it: locked_at moves on later heartbeats, so record it at the claim.
   await t.db.query(`
@@ -27,7 +26,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 /** Most handlers of one group (queue, or queue + key) running at the same instant, from the ledger. */

@@ -3,24 +3,20 @@
  * and when the leader is killed (SIGKILL, no clean stop) another process takes
  * over within one lease and does the leader's work (reaping).
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { afterEach, beforeAll, expect, test } from "vitest";
+import { until, useTestQueue } from "../helpers.js";
 import { createLedger, startWorkerProcesses, type WorkerProcess } from "../processes.js";
 
 const LEASE_MS = 1500;
-let t: TestQueue;
+const t = useTestQueue("leader");
 let processes: WorkerProcess[] = [];
 
 beforeAll(async () => {
-  t = await testQueue("leader");
   await createLedger(t.db, t.schema);
 });
 afterEach(async () => {
   await Promise.all(processes.map((p) => p.stop()));
   processes = [];
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 async function leader(): Promise<{ holder: string; expires_at: Date } | undefined> {

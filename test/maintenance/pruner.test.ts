@@ -5,18 +5,14 @@
  * live job, keeps idempotency keys for keyRetention after their job finished
  * whatever happened to its history row, and does nothing unless it leads.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { beforeAll, expect, test } from "vitest";
 import { Pruner } from "../../src/index.js";
-import { finishJobs, type TestQueue, testQueue, until } from "../helpers.js";
+import { finishJobs, testQueue, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("pruner");
 let s: string;
 beforeAll(async () => {
-  t = await testQueue("pruner");
   s = `"${t.schema}"`;
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 async function reset(): Promise<void> {

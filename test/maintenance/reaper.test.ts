@@ -4,19 +4,17 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, type Worker } from "../../src/index.js";
-import { finishJobs, type TestQueue, testQueue, until } from "../helpers.js";
+import { finishJobs, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("reaper");
 let w: Worker;
 beforeAll(async () => {
-  t = await testQueue("reaper");
   w = t.skipq.worker({ listen: false });
   // The worker is never started: take the leader lease by hand, as its maintainer would.
   expect(await w.maintainer?.leader.tryAcquire()).toBe(true);
 });
 afterAll(async () => {
   await w.stop();
-  await t.cleanup();
 });
 
 async function claimAll(queue: string): Promise<string[]> {

@@ -8,17 +8,13 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Admin, type RunningDashboard, Skipq, silentLogger, startDashboard } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+// A poll far longer than any test: a wait that settles did so by notification.
+const t = useTestQueue("bulk dependents", { waitPollInterval: "10m" });
 let admin: Admin;
 beforeAll(async () => {
-  // A poll far longer than any test: a wait that settles did so by notification.
-  t = await testQueue("bulk dependents", { waitPollInterval: "10m" });
   admin = new Admin(t.skipq);
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 const status = async (id: string) => (await admin.getJob(id))?.status;

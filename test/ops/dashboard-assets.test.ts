@@ -11,22 +11,20 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { createDashboard, type Dashboard } from "../../src/index.js";
 import { CSS, CSS_SHA256, LIVE_JS } from "../../src/ops/dashboard/clientAssets.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
 const TOKEN = "assets-token-0123456789abcdef";
 const client = (name: string) =>
   readFileSync(new URL(`../../src/ops/dashboard/client/${name}`, import.meta.url), "utf8");
 
-let t: TestQueue;
+const t = useTestQueue("dashboard_assets");
 let dashboard: Dashboard;
 
 beforeAll(async () => {
-  t = await testQueue("dashboard_assets");
   dashboard = createDashboard({ skipq: t.skipq, auth: { token: TOKEN }, env: {} });
 });
 afterAll(async () => {
   await dashboard.close();
-  await t.cleanup();
 });
 
 const get = (path: string, signedIn = true) =>

@@ -10,21 +10,19 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { createDashboard, type Dashboard } from "../../src/index.js";
-import { insertRawJob, type TestQueue, testQueue, until } from "../helpers.js";
+import { insertRawJob, until, useTestQueue } from "../helpers.js";
 
 const TOKEN = "displays-token-0123456789";
 const LEAKY = "connect failed password=hunter22 for db; Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig";
 const SECRETS = /hunter22|eyJhbGciOiJIUzI1NiJ9/;
-let t: TestQueue;
+const t = useTestQueue("dashboard_displays");
 let dashboard: Dashboard;
 
 beforeAll(async () => {
-  t = await testQueue("dashboard_displays");
   dashboard = createDashboard({ skipq: t.skipq, auth: { token: TOKEN }, env: {} });
 });
 afterAll(async () => {
   await dashboard.close();
-  await t.cleanup();
 });
 
 const get = (path: string) =>

@@ -6,10 +6,10 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, type RunningDashboard, startDashboard } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
 const TOKEN = "explorer-token-0123456789";
-let t: TestQueue;
+const t = useTestQueue("dashboard_explorer");
 let d: RunningDashboard;
 let s: string;
 let admin: Admin;
@@ -17,7 +17,6 @@ let cookie: string;
 let csrf: string;
 
 beforeAll(async () => {
-  t = await testQueue("dashboard_explorer");
   s = `"${t.schema}"`;
   admin = new Admin(t.skipq);
   d = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {}, basePath: "/q" });
@@ -28,7 +27,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await d.close();
-  await t.cleanup();
 });
 
 const get = (path: string) => fetch(new URL(path, d.url), { headers: { cookie }, redirect: "manual" });

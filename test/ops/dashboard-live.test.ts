@@ -9,10 +9,10 @@ import http from "node:http";
 import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, createDashboard, type Dashboard, Skipq, silentLogger } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, until, useTestQueue } from "../helpers.js";
 
 const TOKEN = "live-test-token-0123456789";
-let t: TestQueue;
+const t = useTestQueue("dashboard_live");
 let pool: pg.Pool;
 let statements = 0;
 let viewer: Skipq;
@@ -22,7 +22,6 @@ let origin: string;
 let cookie: string;
 
 beforeAll(async () => {
-  t = await testQueue("dashboard_live");
   // The dashboard's own pool, counting every statement it sends.
   pool = new pg.Pool({ connectionString: DATABASE_URL, max: 4, application_name: "skipq-live-test-dashboard" });
   const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
@@ -50,7 +49,6 @@ afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
   await dashboard.close();
   await pool.end();
-  await t.cleanup();
 });
 
 const listenerName = () => `skipq:live:${t.schema}`.slice(0, 63);

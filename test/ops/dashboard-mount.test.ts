@@ -13,19 +13,17 @@ import Fastify from "fastify";
 import { Hono } from "hono";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, createDashboard, type Dashboard } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 
 const TOKEN = "mount-token-0123456789";
-let t: TestQueue;
+const t = useTestQueue("dashboard_mount");
 let dashboard: Dashboard;
 
 beforeAll(async () => {
-  t = await testQueue("dashboard_mount");
   dashboard = createDashboard({ skipq: t.skipq, auth: { token: TOKEN }, env: {}, basePath: "/ops/skipq" });
 });
 afterAll(async () => {
   await dashboard.close();
-  await t.cleanup();
 });
 
 /** Walks the dashboard through a server at `origin`: 401, sign-in, a page, an action, the event stream, a foreign path. */

@@ -6,17 +6,16 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, type RunningDashboard, Scheduler, startDashboard } from "../../src/index.js";
-import { insertRawJob, type TestQueue, testQueue, until } from "../helpers.js";
+import { insertRawJob, until, useTestQueue } from "../helpers.js";
 
 const TOKEN = "pages-token-0123456789";
-let t: TestQueue;
+const t = useTestQueue("dashboard_pages");
 let d: RunningDashboard;
 let admin: Admin;
 let cookie: string;
 let csrf: string;
 
 beforeAll(async () => {
-  t = await testQueue("dashboard_pages");
   admin = new Admin(t.skipq);
   d = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {} });
   const res = await post("login", { token: TOKEN, next: "/" });
@@ -25,7 +24,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await d.close();
-  await t.cleanup();
 });
 
 const get = (path: string) => fetch(new URL(path, d.url), { headers: { cookie }, redirect: "manual" });

@@ -6,15 +6,14 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { createDashboard, type DashboardOptions, type RunningDashboard, startDashboard } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
 const ADMIN = "admin-token-0123456789";
 const VIEWER = "viewer-token-0123456789";
-let t: TestQueue;
+const t = useTestQueue("dashboard_roles");
 let d: RunningDashboard;
 
 beforeAll(async () => {
-  t = await testQueue("dashboard_roles");
   d = await startDashboard({
     skipq: t.skipq,
     port: 0,
@@ -24,7 +23,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await d.close();
-  await t.cleanup();
 });
 
 const post = (path: string, form: Record<string, string>, headers: Record<string, string> = {}) =>

@@ -3,15 +3,14 @@ import type { AddressInfo } from "node:net";
 import net from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, createDashboard, type RunningDashboard, startDashboard } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 
 const TOKEN = "test-token-0123456789abcdef";
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-let t: TestQueue;
+const t = useTestQueue("dashboard");
 let d: RunningDashboard;
 
 beforeAll(async () => {
-  t = await testQueue("dashboard");
   d = await startDashboard({
     skipq: t.skipq,
     port: 0,
@@ -21,7 +20,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await d.close();
-  await t.cleanup();
 });
 
 async function deadJob(

@@ -12,18 +12,16 @@ import fc from "fast-check";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { createDashboard, type Dashboard } from "../../src/index.js";
 import { KEY_SECRET, MARKUP, rowCase, TEXT_SECRET, writeCase } from "../displayRows.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
 const TOKEN = "properties-token-0123456789";
-let t: TestQueue;
+const t = useTestQueue("display_properties");
 let dashboard: Dashboard;
 beforeAll(async () => {
-  t = await testQueue("display_properties");
   dashboard = createDashboard({ skipq: t.skipq, auth: { token: TOKEN }, env: {} });
 });
 afterAll(async () => {
   await dashboard.close();
-  await t.cleanup();
 });
 
 const get = (path: string) =>

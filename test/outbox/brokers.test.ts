@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { natsSink, Outbox, rabbitmqSink } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { type TestQueue, until, useTestQueue } from "../helpers.js";
 import { absentService, reachable } from "./helpers.js";
 
 const RABBIT_URL = process.env.RABBITMQ_URL ?? "amqp://guest:guest@127.0.0.1:5672";
@@ -14,14 +14,10 @@ async function publishInterleaved(outbox: Outbox, t: TestQueue, keys: string[], 
   for (let n = 1; n <= perKey; n++) for (const key of keys) await outbox.publish(t.skipq.pool, "orders", key, { n });
 }
 
-let t: TestQueue;
+const t = useTestQueue("outbox_brokers");
 let outbox: Outbox;
 beforeAll(async () => {
-  t = await testQueue("outbox_brokers");
   outbox = new Outbox(t.skipq);
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 if (!rabbitUp) {

@@ -6,10 +6,10 @@
  * after every step.
  */
 import fc from "fast-check";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { beforeAll, expect, test } from "vitest";
 import type { Statement } from "../../src/db/statements.js";
 import { Outbox } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
 type Op =
   | { op: "publish"; key: string }
@@ -47,14 +47,10 @@ const ops: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ op: fc.constant("crash" as const), claim: fc.nat() }),
 );
 
-let t: TestQueue;
+const t = useTestQueue("outbox_model");
 let outbox: Outbox;
 beforeAll(async () => {
-  t = await testQueue("outbox_model");
   outbox = new Outbox(t.skipq);
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 async function undeliveredIds(key: string): Promise<string[]> {

@@ -4,17 +4,15 @@
  * and queues with limits are left to the TypeScript worker.
  */
 import { readFileSync } from "node:fs";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { beforeAll, expect, test } from "vitest";
 import { Admin } from "../../src/index.js";
-import { type TestQueue, testQueue } from "../helpers.js";
+import { useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("protocol_claim");
 let admin: Admin;
 beforeAll(async () => {
-  t = await testQueue("protocol_claim");
   admin = new Admin(t.skipq);
 });
-afterAll(async () => t.cleanup());
 
 async function claim(queue: string): Promise<string[]> {
   const { rows } = await t.db.query(`SELECT id FROM "${t.schema}".skipq_claim($1, 10, 'py-worker', 30000)`, [[queue]]);

@@ -8,21 +8,19 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("protocol_grants");
 const role = `skipq_grants_${randomBytes(4).toString("hex")}`;
 const password = randomBytes(12).toString("hex");
 
 beforeAll(async () => {
-  t = await testQueue("protocol_grants");
   await t.db.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
   await t.db.query(`GRANT USAGE ON SCHEMA "${t.schema}" TO ${role}`);
 });
 afterAll(async () => {
   await t.db.query(`DROP OWNED BY ${role}`);
   await t.db.query(`DROP ROLE ${role}`);
-  await t.cleanup();
 });
 
 /** Runs one statement as the test role; resolves to its rows or to the SQLSTATE it failed with. */

@@ -7,18 +7,14 @@
  * refuse the same outcomes. Random operation sequences (fast-check) drive both.
  */
 import fc from "fast-check";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { beforeAll, expect, test } from "vitest";
 import { errorFingerprint } from "../../src/index.js";
-import { clearJobs, type TestQueue, testQueue } from "../helpers.js";
+import { clearJobs, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("parity");
 let s: string;
 beforeAll(async () => {
-  t = await testQueue("parity");
   s = `"${t.schema}"`;
-});
-afterAll(async () => {
-  await t.cleanup();
 });
 
 type Op =

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { defineSaga, FailPermanently, getSaga, type SagaState, Sagas } from "../../src/index.js";
-import { finishJobs, type TestQueue, testQueue, until } from "../helpers.js";
+import { finishJobs, until, useTestQueue } from "../helpers.js";
 
 interface Order {
   order: string;
@@ -36,10 +36,9 @@ const checkout = defineSaga<Order>(
   })),
 );
 
-let t: TestQueue;
+const t = useTestQueue("saga");
 let sagas: Sagas;
 beforeAll(async () => {
-  t = await testQueue("saga");
   sagas = new Sagas(t.skipq, [checkout], {
     maxAttempts: 2,
     worker: { pollInterval: 20, backoff: { baseMs: 5, maxMs: 20, jitter: 0 }, concurrency: 4 },
@@ -48,7 +47,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await sagas.stop();
-  await t.cleanup();
 });
 
 const terminal = (s: SagaState | undefined) =>

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Admin, defineSaga, getSaga, type SagaState, Sagas } from "../../src/index.js";
-import { gate, type TestQueue, testQueue, until } from "../helpers.js";
+import { gate, until, useTestQueue } from "../helpers.js";
 
 interface Order {
   order: string;
@@ -54,10 +54,9 @@ const payment = defineSaga<Order>(
   })),
 );
 
-let t: TestQueue;
+const t = useTestQueue("saga step outcomes", { maxPayloadBytes: 64 * 1024 });
 let sagas: Sagas;
 beforeAll(async () => {
-  t = await testQueue("saga step outcomes", { maxPayloadBytes: 64 * 1024 });
   sagas = new Sagas(t.skipq, [payment], {
     maxAttempts: 3,
     worker: { pollInterval: 20, backoff: { baseMs: 5, maxMs: 20, jitter: 0 }, concurrency: 4 },
@@ -66,7 +65,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await sagas.stop();
-  await t.cleanup();
 });
 
 const ofOrder = (order: string) => log.filter((l) => l.startsWith(`${order}:`)).map((l) => l.slice(order.length + 1));

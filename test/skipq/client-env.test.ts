@@ -2,20 +2,16 @@
  * The client's configuration from the environment, as the CLI reads it: DATABASE_URL when no
  * connectionString is given, SKIPQ_SCHEMA when no schema is; an explicit option always wins.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { afterEach, expect, test } from "vitest";
 import { Skipq, silentLogger, ValidationError } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("client_env");
 const saved = process.env.SKIPQ_SCHEMA;
-beforeAll(async () => {
-  t = await testQueue("client_env");
-});
 afterEach(() => {
   if (saved === undefined) delete process.env.SKIPQ_SCHEMA;
   else process.env.SKIPQ_SCHEMA = saved;
 });
-afterAll(async () => t.cleanup());
 
 test("a client given no schema uses SKIPQ_SCHEMA, as the CLI does, and enqueues there", async () => {
   process.env.SKIPQ_SCHEMA = t.schema;

@@ -4,18 +4,16 @@
  * twice after the crash. Real process, real SIGKILL, no stubs.
  */
 import { spawn } from "node:child_process";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { beforeAll, expect, test } from "vitest";
 import { silentLogger } from "../../src/index.js";
 import { Reaper } from "../../src/maintenance/reaper.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("batch_crash");
 let s: string;
 beforeAll(async () => {
-  t = await testQueue("batch_crash");
   s = `"${t.schema}"`;
 });
-afterAll(async () => t.cleanup());
 
 test("a worker killed mid-batch loses no job: every job of the batch is reaped and run again", async () => {
   const items = Array.from({ length: 30 }, (_, n) => ({ job: "batch-crash", payload: { n }, queue: "batch-crash" }));

@@ -6,18 +6,16 @@
  */
 import { afterAll, beforeAll, expect, expectTypeOf, test } from "vitest";
 import { Admin, defineJob, FailPermanently, type Job, type Worker } from "../../src/index.js";
-import { gate, type TestQueue, testQueue, until } from "../helpers.js";
+import { gate, type TestQueue, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("batch");
 let s: string;
 const workers: Worker[] = [];
 beforeAll(async () => {
-  t = await testQueue("batch");
   s = `"${t.schema}"`;
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 const item = defineJob<{ n: number }>("batch-item");

@@ -5,18 +5,16 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 import { createLedger, startWorkerProcesses, type WorkerProcess } from "../processes.js";
 
-let t: TestQueue;
+const t = useTestQueue("cancel");
 let workers: WorkerProcess[] = [];
 beforeAll(async () => {
-  t = await testQueue("cancel");
   await createLedger(t.db, t.schema);
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 test("cancelling a running job aborts its handler in another process at once, and it is never retried", async () => {

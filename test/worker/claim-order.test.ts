@@ -4,15 +4,11 @@
  * index scan on the partial index whatever the history size.
  */
 import pg from "pg";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import { DATABASE_URL, insertHistory, type TestQueue, testQueue } from "../helpers.js";
+import { expect, test } from "vitest";
+import { DATABASE_URL, insertHistory, useTestQueue } from "../helpers.js";
 import { nestedPlans } from "../plans.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("claim");
-});
-afterAll(async () => t.cleanup());
+const t = useTestQueue("claim");
 
 async function claim(
   client: pg.ClientBase | pg.Pool,

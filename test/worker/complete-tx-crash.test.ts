@@ -6,19 +6,17 @@
  * and runs again. Real processes, real SIGKILL, no stubs.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { beforeAll, expect, test } from "vitest";
 import { silentLogger } from "../../src/index.js";
 import { Reaper } from "../../src/maintenance/reaper.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("complete_tx_crash");
 let s: string;
 beforeAll(async () => {
-  t = await testQueue("complete_tx_crash");
   s = `"${t.schema}"`;
   await t.db.query(`CREATE TABLE ${s}.orders (job_id bigint PRIMARY KEY)`);
 });
-afterAll(async () => t.cleanup());
 
 /** The fixture worker, crashing at `crash`; resolves with the line it printed there. */
 function spawnWorker(crash: "before-commit" | "after-commit"): { child: ChildProcess; reached: Promise<string> } {

@@ -17,19 +17,17 @@ import {
   ValidationError,
   type Worker,
 } from "../../src/index.js";
-import { gate, type TestQueue, testQueue, until } from "../helpers.js";
+import { gate, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("complete_tx");
 let s: string;
 const workers: Worker[] = [];
 beforeAll(async () => {
-  t = await testQueue("complete_tx");
   s = `"${t.schema}"`;
   await t.db.query(`CREATE TABLE ${s}.orders (job_id bigint PRIMARY KEY, note text)`);
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 type Body = (payload: unknown, ctx: JobContext) => unknown;

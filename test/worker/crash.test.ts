@@ -4,14 +4,10 @@
  * Real processes and a real SIGKILL, no stubs.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { expect, test } from "vitest";
+import { until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
-beforeAll(async () => {
-  t = await testQueue("crash");
-});
-afterAll(async () => t.cleanup());
+const t = useTestQueue("crash");
 
 function spawnWorker(schema: string): { child: ChildProcess; started: Set<string> } {
   const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/drain-worker.ts", schema], {

@@ -14,14 +14,13 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 import { JobStore } from "../../src/db/jobStore.js";
 import { silentLogger } from "../../src/index.js";
 import { Claimer } from "../../src/worker/claimer.js";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, useTestQueue } from "../helpers.js";
 import { nestedPlans } from "../plans.js";
 
-let t: TestQueue;
+const t = useTestQueue("held_snapshot");
 let s: string;
 let holder: pg.Client;
 beforeAll(async () => {
-  t = await testQueue("held_snapshot");
   s = `"${t.schema}"`;
   holder = new pg.Client({ connectionString: DATABASE_URL });
   await holder.connect();
@@ -29,7 +28,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await holder.query("ROLLBACK").catch(() => undefined);
   await holder.end();
-  await t.cleanup();
 });
 
 /** Index pages of the pending-rows indexes that `text` read, summed over every statement it ran. */

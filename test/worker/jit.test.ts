@@ -12,15 +12,14 @@ import type pg from "pg";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { createPool, resolveSessionSettings } from "../../src/db/pool.js";
 import { silentLogger } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue } from "../helpers.js";
+import { DATABASE_URL, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("jit");
 let s: string;
 let pool: pg.Pool;
 let jitAvailable = false;
 
 beforeAll(async () => {
-  t = await testQueue("jit");
   s = `"${t.schema}"`;
   // The bench's big shapes: a parked backlog in another queue, a long history, and the hot queue's jobs.
   await t.db.query(`INSERT INTO ${s}.jobs (queue, kind, payload)
@@ -40,7 +39,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await pool?.end();
-  await t.cleanup();
 });
 
 /** EXPLAIN (ANALYZE) of `text` with `values` on `client`, in a transaction rolled back; the plan as JSON text. */

@@ -5,18 +5,14 @@
  * claiming instead of piling up unwritten outcomes.
  */
 import pg from "pg";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, expect, test } from "vitest";
 import { type Logger, Skipq, type Worker } from "../../src/index.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("leases");
 const workers: Worker[] = [];
-beforeAll(async () => {
-  t = await testQueue("leases");
-});
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 /** A logger that keeps every message, to wait on what the worker says. */

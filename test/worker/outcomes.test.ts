@@ -4,9 +4,9 @@
  * one row's data is split until that row is alone, so one job's outcome never
  * costs the other jobs of its batch theirs.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, expect, test } from "vitest";
 import { defineJob, type Logger, type Worker } from "../../src/index.js";
-import { gate, type TestQueue, testQueue, until } from "../helpers.js";
+import { gate, until, useTestQueue } from "../helpers.js";
 
 const logged: Array<{ level: string; obj: Record<string, unknown>; msg?: string }> = [];
 const logger: Logger = {
@@ -16,16 +16,12 @@ const logger: Logger = {
   error: (obj, msg) => void logged.push({ level: "error", obj, msg }),
 };
 
-let t: TestQueue;
+// deadlock_timeout on the workers' sessions is short, so in a cycle with the test's session (10 s) the
+// worker's statement is the one PostgreSQL aborts.
+const t = useTestQueue("outcomes", { logger, sessionSettings: { deadlock_timeout: 1000 } });
 const workers: Worker[] = [];
-beforeAll(async () => {
-  // deadlock_timeout on the workers' sessions is short, so in a cycle with the test's session (10 s) the
-  // worker's statement is the one PostgreSQL aborts.
-  t = await testQueue("outcomes", { logger, sessionSettings: { deadlock_timeout: 1000 } });
-});
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 const step = defineJob<{ n: number }>("step");

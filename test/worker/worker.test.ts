@@ -20,18 +20,16 @@ import {
   type WorkerOptions,
 } from "../../src/index.js";
 import { Reaper } from "../../src/maintenance/reaper.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("worker");
 let admin: Admin;
 const workers: Worker[] = [];
 beforeAll(async () => {
-  t = await testQueue("worker");
   admin = new Admin(t.skipq);
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 /** A worker on its own queue, so tests in this file never take each other's jobs. */

@@ -15,18 +15,16 @@ import {
   type Worker,
 } from "../../src/index.js";
 import { Reaper } from "../../src/maintenance/reaper.js";
-import { statusCounts, type TestQueue, testQueue, until } from "../helpers.js";
+import { statusCounts, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("workflow deps");
 let admin: Admin;
 const workers: Worker[] = [];
 beforeAll(async () => {
-  t = await testQueue("workflow deps");
   admin = new Admin(t.skipq);
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 type Seen = { id: string; parents: JobContext["parents"] };

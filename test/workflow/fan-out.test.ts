@@ -5,19 +5,15 @@
  * partial index, so a claim touches as many index pages with 10,000 jobs
  * waiting as with none (EXPLAIN ANALYZE BUFFERS, as in test/worker/claim-plans).
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, expect, test } from "vitest";
 import type { Worker } from "../../src/index.js";
-import { type TestQueue, testQueue, until } from "../helpers.js";
+import { until, useTestQueue } from "../helpers.js";
 import { nestedPlans } from "../plans.js";
 
-let t: TestQueue;
+const t = useTestQueue("workflow fanout");
 let worker: Worker | undefined;
-beforeAll(async () => {
-  t = await testQueue("workflow fanout");
-});
 afterAll(async () => {
   await worker?.stop();
-  await t.cleanup();
 });
 
 /**

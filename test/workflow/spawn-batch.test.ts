@@ -6,18 +6,16 @@
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, FailPermanently, type JobContext, ValidationError, type Worker } from "../../src/index.js";
-import { statusCounts, type TestQueue, testQueue, until } from "../helpers.js";
+import { statusCounts, until, useTestQueue } from "../helpers.js";
 
-let t: TestQueue;
+const t = useTestQueue("workflow spawn");
 let admin: Admin;
 const workers: Worker[] = [];
 beforeAll(async () => {
-  t = await testQueue("workflow spawn");
   admin = new Admin(t.skipq);
 });
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.stop()));
-  await t.cleanup();
 });
 
 type Run = { id: string; kind: string; payload: unknown; parents: JobContext["parents"] };

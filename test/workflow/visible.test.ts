@@ -6,14 +6,13 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { type RunningDashboard, startDashboard } from "../../src/index.js";
 import { skipq } from "../cli/run.js";
-import { DATABASE_URL, type TestQueue, testQueue, until } from "../helpers.js";
+import { DATABASE_URL, until, useTestQueue } from "../helpers.js";
 
 const TOKEN = "test-token-0123456789abcdef";
-let t: TestQueue;
+const t = useTestQueue("workflow visible");
 let d: RunningDashboard;
 let ids: string[];
 beforeAll(async () => {
-  t = await testQueue("workflow visible");
   d = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {} });
   ids = (
     await t.skipq.enqueueMany([
@@ -35,7 +34,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await d.close();
-  await t.cleanup();
 });
 
 test("skipq flow prints a job's parents and children with state and result", async () => {
