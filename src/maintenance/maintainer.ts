@@ -70,7 +70,12 @@ class LeaderTasks {
   readonly given: string;
 
   constructor(o: MaintainerOptions) {
-    this.given = JSON.stringify({ reaperInterval: o.reaperInterval, retention: o.retention, rollup: o.rollup });
+    this.given = JSON.stringify({
+      reaperInterval: o.reaperInterval,
+      leaderLease: o.leaderLease,
+      retention: o.retention,
+      rollup: o.rollup,
+    });
     this.leader = new LeaderLease({
       store: o.store,
       holder: o.holder,
@@ -106,6 +111,7 @@ class LeaderTasks {
           });
   }
 
+  /** Takes part in leader election and starts every task. */
   start(): void {
     this.leader.start();
     this.reaper.start();
