@@ -44,7 +44,14 @@ export {
 } from "./cron/scheduler.js";
 export { latestVersion, type MigrateResult } from "./db/migrate.js";
 export type { LocalService, MaintenanceOptions } from "./maintenance/maintainer.js";
-export { type PruneResult, Pruner, type PrunerOptions } from "./maintenance/pruner.js";
+export {
+  type PruneResult,
+  Pruner,
+  type PrunerOptions,
+  type PurposeResult,
+  RetentionError,
+  type RetentionPurpose,
+} from "./maintenance/pruner.js";
 export { Admin } from "./ops/admin.js";
 export {
   type AttemptLog,

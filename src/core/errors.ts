@@ -24,7 +24,8 @@ export type SkipqErrorCode =
   | "SKIPQ_RESULT_TOO_LARGE"
   | "SKIPQ_RESULT_NOT_JSON"
   | "SKIPQ_WAIT_TIMEOUT"
-  | "SKIPQ_ALREADY_COMPLETED";
+  | "SKIPQ_ALREADY_COMPLETED"
+  | "SKIPQ_RETENTION_FAILED";
 
 export class SkipqError extends Error {
   readonly code: SkipqErrorCode;

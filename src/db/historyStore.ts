@@ -37,9 +37,17 @@ export class HistoryStore {
     return (await this.store.query<HistoryPlanRow>(this.sql.historyPlan, [p.widthMs, p.aheadMs])).rows;
   }
 
-  /** Makes partition [`lower`, `upper`) of `parent` (one of historyPlan's rows), alone in its transaction. */
-  async historyMake(p: { parent: HistoryParent; lower: Date; upper: Date }): Promise<void> {
-    await this.store.query<unknown>(this.sql.historyMake, [p.parent, p.lower, p.upper]);
+  /**
+   * Makes partition [`lower`, `upper`) of `parent` (one of historyPlan's rows), alone in its transaction;
+   * returns its name, or null when none was needed after all.
+   */
+  async historyMake(p: { parent: HistoryParent; lower: Date; upper: Date }): Promise<string | null> {
+    const { rows } = await this.store.query<{ name: string | null }>(this.sql.historyMake, [
+      p.parent,
+      p.lower,
+      p.upper,
+    ]);
+    return rows[0]?.name ?? null;
   }
 
   /** Drops the partitions of `parent` that ended more than `olderThanMs` ago. */

@@ -21,11 +21,14 @@ export const PARTITIONS_AHEAD_MS = 2 * 86_400_000;
  * Makes the history partitions of `widthMs` that start in the future, up to two days ahead (or two widths),
  * each in a transaction of its own. The partitions around the present were made ahead of time (or by the
  * migration, for a new schema); one that is missing stays missing, and its outcomes land in DEFAULT.
+ * Returns how many it made.
  */
-export async function ensurePartitions(store: Store, widthMs: number): Promise<void> {
+export async function ensurePartitions(store: Store, widthMs: number): Promise<number> {
   const history = new HistoryStore(store);
   const rows = await history.historyPlan({ widthMs, aheadMs: Math.max(PARTITIONS_AHEAD_MS, 2 * widthMs) });
-  for (const r of rows) await history.historyMake({ parent: r.parent, lower: r.lower, upper: r.upper });
+  let made = 0;
+  for (const r of rows) if (await history.historyMake({ parent: r.parent, lower: r.lower, upper: r.upper })) made++;
+  return made;
 }
 
 export interface MoveResult {

@@ -1,21 +1,25 @@
 /**
  * The pruner: retention, a task of the maintainer's leader. Finished jobs
- * live in job_history, partitioned by outcome and finish time; a pass makes
- * the coming partitions, drops the completed ones older than `completedAfter`
- * and the failed (dead, cancelled) ones older than `deadAfter` — whole
- * partitions, never row by row — expires idempotency keys `keyRetention`
- * after their job finished, deletes uniqueness windows that ended, deletes delivered outbox events after
- * `outboxAfter`, workflow edges and batches whose jobs finished (after the
- * longer of the two history retentions), and finishes moving an upgraded schema's finished rows out of
- * the jobs table.
+ * live in job_history, partitioned by outcome and finish time. A pass runs
+ * each purpose of retention on its own, in this order (PURPOSES): the
+ * keep-completed setting, the move of an upgraded schema's finished rows out
+ * of the jobs table, the coming partitions, history past its age (completed
+ * older than `completedAfter`, dead and cancelled older than `deadAfter`:
+ * whole partitions, rows only in DEFAULT), idempotency keys `keyRetention`
+ * after their job finished, ended uniqueness windows, delivered outbox events
+ * after `outboxAfter`, workflow edges and batches whose jobs finished (after
+ * the longer of the two history retentions), and flow housekeeping.
  *
- * Invariants: it never touches a pending or running job; a key stays taken
- * at least `keyRetention` after its job finished, whatever happened to the
- * job's history row; a history row lives at least its retention (and at most
- * one partition width longer). All ages are measured on the database clock.
+ * Invariants: one purpose failing never stops the others, and a pass where
+ * one failed throws a RetentionError (after all ran) that names each failure
+ * and carries every purpose's result; it never touches a pending or running
+ * job; a key stays taken at least `keyRetention` after its job finished,
+ * whatever happened to the job's history row; a history row lives at least
+ * its retention (and at most one partition width longer). All ages are
+ * measured on the database clock.
  */
 
-import { ValidationError } from "../core/errors.js";
+import { SkipqError, ValidationError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { assertInt, type Duration, toMs } from "../core/validate.js";
 import { FlowStore } from "../db/flowStore.js";
@@ -49,9 +53,41 @@ export interface PrunerOptions {
   interval?: Duration;
 }
 
+/** Retention's purposes, in the order a pass runs them; each runs on its own. */
+export const PURPOSES = [
+  "settings",
+  "move",
+  "partitions",
+  "history",
+  "keys",
+  "unique",
+  "outbox",
+  "edges",
+  "batches",
+  "flow",
+] as const;
+
+/**
+ * One purpose of retention: `settings` (whether completed jobs keep a history row), `move` (an upgraded
+ * schema's finished rows out of the jobs table), `partitions` (the coming ones made), `history` (finished
+ * jobs past their age), `keys` (idempotency keys released), `unique` (ended uniqueness windows), `outbox`
+ * (delivered events), `edges` and `batches` (of workflows whose jobs finished), `flow` (flow-control
+ * housekeeping).
+ */
+export type RetentionPurpose = (typeof PURPOSES)[number];
+
+/** What one purpose did in a pass: how many rows (or partitions) it removed or made, or why it failed. */
+export interface PurposeResult {
+  count: number;
+  /** Set when this purpose failed; the pass's other purposes still ran. */
+  error?: unknown;
+}
+
 export interface PruneResult {
   /** False when this process was not the maintenance leader, so the pass did nothing. */
   leader: boolean;
+  /** Each purpose's outcome, when this process led (empty otherwise). */
+  purposes: Partial<Record<RetentionPurpose, PurposeResult>>;
   /** History partitions dropped whole. */
   partitionsDropped: string[];
   /** Finished jobs deleted: in dropped partitions, and row by row from the DEFAULT partitions. */
@@ -63,6 +99,26 @@ export interface PruneResult {
 }
 
 const HOUR = 3_600_000;
+
+/**
+ * A retention pass in which at least one purpose failed, thrown after every other purpose ran. `result`
+ * holds every purpose's outcome; `failures` the failed ones' errors, by purpose.
+ */
+export class RetentionError extends SkipqError {
+  constructor(
+    readonly result: PruneResult,
+    readonly failures: ReadonlyMap<RetentionPurpose, unknown>,
+  ) {
+    const list = [...failures].map(
+      ([purpose, error]) => `${purpose}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    super(
+      "SKIPQ_RETENTION_FAILED",
+      `retention: ${failures.size} of ${Object.keys(result.purposes).length} purposes failed, the others ran (${list.join("; ")})`,
+      { cause: failures.values().next().value },
+    );
+  }
+}
 
 export class Pruner {
   readonly completedMs: number;
@@ -132,58 +188,97 @@ export class Pruner {
   }
 
   private async pass(): Promise<PruneResult> {
-    const result: PruneResult = { leader: false, partitionsDropped: [], completed: 0, dead: 0, keys: 0 };
+    const result: PruneResult = { leader: false, purposes: {}, partitionsDropped: [], completed: 0, dead: 0, keys: 0 };
     if (!this.isLeader()) return result;
     result.leader = true;
-    try {
-      return await this.apply(result);
-    } catch (error) {
-      if ((error as { code?: string }).code === "42501") {
-        const s = this.store.schema.sql;
-        (error as Error).message +=
-          ` — retention runs as this worker's role, which needs DML on the schema's tables and EXECUTE on its history functions: GRANT EXECUTE ON FUNCTION ${s}.skipq_history_partition(text, timestamptz, timestamptz), ${s}.skipq_history_drop(text, timestamptz), ${s}.skipq_history_moved() TO <the worker's role> (docs/security.md)`;
+    const failures = new Map<RetentionPurpose, unknown>();
+    for (const purpose of PURPOSES) {
+      try {
+        result.purposes[purpose] = { count: await this.run(purpose, result) };
+      } catch (error) {
+        this.explain(error);
+        failures.set(purpose, error);
+        result.purposes[purpose] = { count: 0, error };
       }
-      throw error;
+    }
+    if (result.partitionsDropped.length + result.completed + result.dead + result.keys > 0)
+      this.logger.info(
+        {
+          partitionsDropped: result.partitionsDropped,
+          completed: result.completed,
+          dead: result.dead,
+          keys: result.keys,
+        },
+        "skipq: retention applied",
+      );
+    if (failures.size > 0) throw new RetentionError(result, failures);
+    return result;
+  }
+
+  /** Runs one purpose; returns its count (and, for history and keys, fills the result's own fields). */
+  private async run(purpose: RetentionPurpose, result: PruneResult): Promise<number> {
+    const { history, features, outbox, workflows } = this;
+    // Workflows: edges and batches go with the history they describe (the longer of the two retentions).
+    const historyMs = Math.max(this.completedMs, this.deadMs);
+    switch (purpose) {
+      case "settings":
+        await history.settingsKeepCompleted({ keepCompleted: this.completedMs > 0 });
+        return 1;
+      case "move": {
+        const moved = await moveFinishedJobs(this.store, {
+          widthMs: this.partitionMs,
+          keepMs: historyMs,
+          batch: 5000,
+          maxBatches: this.maxBatches,
+        });
+        return moved.moved;
+      }
+      case "partitions":
+        return ensurePartitions(this.store, this.partitionMs);
+      case "history": {
+        let deleted = 0;
+        for (const [parent, ms, counter] of [
+          ["job_history_completed", this.completedMs, "completed"],
+          ["job_history_failed", this.deadMs, "dead"],
+        ] as const) {
+          for (const r of await history.historyDrop({ parent, olderThanMs: ms })) {
+            result.partitionsDropped.push(r.name);
+            result[counter] += Number(r.rows);
+            deleted += Number(r.rows);
+          }
+        }
+        const completed = await this.deleteInBatches((limit) =>
+          history.historyPruneCompletedDefault({ olderThanMs: this.completedMs, limit }),
+        );
+        const dead = await this.deleteInBatches((limit) =>
+          history.historyPruneFailedDefault({ olderThanMs: this.deadMs, limit }),
+        );
+        result.completed += completed;
+        result.dead += dead;
+        return deleted + completed + dead;
+      }
+      case "keys":
+        result.keys = await this.deleteInBatches((limit) => history.keysExpire({ olderThanMs: this.keyMs, limit }));
+        return result.keys;
+      case "unique":
+        // Uniqueness windows that ended (docs/jobs.md): an ended one is taken over anyway; this keeps the table small.
+        return this.deleteInBatches((limit) => features.uniqueExpire({ endedMs: 0, limit }));
+      case "outbox":
+        return this.deleteInBatches((limit) => outbox.outboxPrune({ olderThanMs: this.outboxMs, limit }));
+      case "edges":
+        return this.deleteInBatches((limit) => workflows.edgesPrune({ olderThanMs: historyMs, limit }));
+      case "batches":
+        return this.deleteInBatches((limit) => workflows.batchesPrune({ olderThanMs: historyMs, limit }));
+      case "flow":
+        return this.flow.flowHousekeeping();
     }
   }
 
-  private async apply(result: PruneResult): Promise<PruneResult> {
-    const { history, features, outbox, workflows } = this;
-    await history.settingsKeepCompleted({ keepCompleted: this.completedMs > 0 });
-    await moveFinishedJobs(this.store, {
-      widthMs: this.partitionMs,
-      keepMs: Math.max(this.completedMs, this.deadMs),
-      batch: 5000,
-      maxBatches: this.maxBatches,
-    });
-    await ensurePartitions(this.store, this.partitionMs);
-    for (const [parent, ms, counter] of [
-      ["job_history_completed", this.completedMs, "completed"],
-      ["job_history_failed", this.deadMs, "dead"],
-    ] as const) {
-      for (const r of await history.historyDrop({ parent, olderThanMs: ms })) {
-        result.partitionsDropped.push(r.name);
-        result[counter] += Number(r.rows);
-      }
-    }
-    result.completed += await this.deleteInBatches((limit) =>
-      history.historyPruneCompletedDefault({ olderThanMs: this.completedMs, limit }),
-    );
-    result.dead += await this.deleteInBatches((limit) =>
-      history.historyPruneFailedDefault({ olderThanMs: this.deadMs, limit }),
-    );
-    result.keys = await this.deleteInBatches((limit) => history.keysExpire({ olderThanMs: this.keyMs, limit }));
-    // Uniqueness windows that ended (docs/jobs.md): an ended one is taken over anyway; this keeps the table small.
-    await this.deleteInBatches((limit) => features.uniqueExpire({ endedMs: 0, limit }));
-    await this.deleteInBatches((limit) => outbox.outboxPrune({ olderThanMs: this.outboxMs, limit }));
-    // Workflows: edges and batches go with the history they describe (the longer of the two retentions).
-    const historyMs = Math.max(this.completedMs, this.deadMs);
-    await this.deleteInBatches((limit) => workflows.edgesPrune({ olderThanMs: historyMs, limit }));
-    await this.deleteInBatches((limit) => workflows.batchesPrune({ olderThanMs: historyMs, limit }));
-    await this.flow.flowHousekeeping();
-    if (result.partitionsDropped.length + result.completed + result.dead + result.keys > 0)
-      this.logger.info({ ...result }, "skipq: retention applied");
-    return result;
+  /** A privilege error says which grants retention needs (it runs as the worker's role). */
+  private explain(error: unknown): void {
+    if ((error as { code?: string } | null)?.code !== "42501" || !(error instanceof Error)) return;
+    const s = this.store.schema.sql;
+    error.message += ` — retention runs as this worker's role, which needs DML on the schema's tables and EXECUTE on its history functions: GRANT EXECUTE ON FUNCTION ${s}.skipq_history_partition(text, timestamptz, timestamptz), ${s}.skipq_history_drop(text, timestamptz), ${s}.skipq_history_moved() TO <the worker's role> (docs/security.md)`;
   }
 
   /** Runs `deleteUpTo` (one statement deleting at most its `limit` rows, returning how many) until it deletes fewer. */

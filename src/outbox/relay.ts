@@ -7,7 +7,9 @@
  * channel), a failure stopping the rest (see src/db/sql/outbox.ts); an event
  * is marked delivered only after its sink confirmed it and every earlier event
  * of its run, and only under its own lease. It never holds a transaction open
- * while a sink runs.
+ * while a sink runs. Its loop is a Service (src/shared/service.ts): passes never
+ * overlap, and failed passes and failed deliveries are each logged throttled
+ * (the first, every 20th, one line when it works again: failureLog.ts).
  */
 import { EventEmitter } from "node:events";
 import { type BackoffOptions, backoffMs, retryWaitMs } from "../core/backoff.js";
@@ -17,8 +19,9 @@ import type { Logger } from "../core/logger.js";
 import { assertInt, type Duration, toMs } from "../core/validate.js";
 import type { Statement } from "../db/statements.js";
 import type { Store } from "../db/store.js";
+import { FailureLog } from "../shared/failureLog.js";
 import { instanceId, refused } from "../shared/instance.js";
-import { Wakeup } from "../shared/wakeup.js";
+import { Service } from "../shared/service.js";
 import type { OutboxEvent, OutboxSink } from "./types.js";
 
 /** What a relay needs from its outbox. */
@@ -123,8 +126,10 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
   /** Whether the last scan for heads found batchSize keys, and when (performance.now()) the next one is due otherwise. */
   private lastScanFull = true;
   private nextScanAt = 0;
-  private loop: Promise<void> | undefined;
-  private readonly wakeup = new Wakeup();
+  /** The delivery loop: a pass at once after one that claimed, else after pollInterval; backoff after failed passes. */
+  private readonly service: Service<number>;
+  /** Passes whose deliveries failed, logged throttled (a sink that is down fails every pass). */
+  private readonly deliveryFailures: FailureLog;
 
   constructor(source: RelaySource, options: RelayOptions) {
     super();
@@ -147,6 +152,20 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
     this.backoff = { baseMs: 500, maxMs: 60_000, jitter: 0.2, ...options.backoff };
     this.id = options.relayId ?? instanceId();
     this.logger = source.logger;
+    this.deliveryFailures = new FailureLog(this.logger, "outbox delivery", "will retry");
+    this.service = new Service({
+      name: "outbox relay",
+      intervalMs: this.pollMs,
+      run: () => this.pass(),
+      logger: this.logger,
+      // Something was claimed: the next event of each key may be claimable now, so go again at once.
+      next: (claimed) => (claimed > 0 ? 0 : this.pollMs),
+      // After errors, back off from the poll interval, capped at 64 of them or 30 s, unjittered.
+      retryWait: (failures) => retryWaitMs(failures + 1, this.pollMs, Math.min(this.pollMs * 64, 30_000), false),
+      onFailed: (error) => this.emit("warning", error, "relay"),
+      // A started relay keeps its process alive, as its own loop did.
+      keepAlive: true,
+    });
   }
 
   private get sql() {
@@ -157,7 +176,7 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
   start(): void {
     if (this.state !== "idle") return;
     this.state = "running";
-    this.loop = this.run();
+    this.service.start();
   }
 
   /** Stops claiming, waits for the pass in progress, closes the sink. Safe before start and twice. */
@@ -167,8 +186,7 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
       return;
     }
     this.state = "stopping";
-    this.wakeup.wake();
-    await this.loop;
+    await this.service.stop();
     await this.sink.close?.();
     this.state = "stopped";
     this.emit("stopped");
@@ -176,9 +194,14 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
 
   /**
    * One pass: claim, deliver (keys concurrently, each key's events in order),
-   * record outcomes. Returns how many events were claimed.
+   * record outcomes. Returns how many events were claimed. Joins a pass in
+   * progress (the loop's, or another runOnce's).
    */
-  async runOnce(): Promise<number> {
+  runOnce(): Promise<number> {
+    return this.service.runOnce();
+  }
+
+  private async pass(): Promise<number> {
     const rows = await this.claim();
     if (rows.length === 0) return 0;
     this.stats.claimed += rows.length;
@@ -248,15 +271,17 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
     await fenced(this.sql.outboxReleaseMany, released);
     this.stats.failed += failed.length;
     for (const c of failed) this.emit("failed", c.event, c.error);
-    // One line per pass, not per event: a sink that is down fails every event of every pass.
+    // One line per pass, not per event, and throttled: a sink that is down fails every event of every pass.
     const first = failed[0];
     if (first)
-      this.logger.warn(
-        { err: first.error, id: first.event.id, failed: failed.length, sink: this.sink.name },
+      this.deliveryFailures.failed(
+        first.error,
+        { id: first.event.id, failed: failed.length, sink: this.sink.name },
         failed.length === 1
           ? "outbox delivery failed; will retry"
           : `outbox delivery of ${failed.length} events failed (the first one's error attached); will retry`,
       );
+    else if (kept.size > 0) this.deliveryFailures.succeeded();
     return rows.length;
   }
 
@@ -329,29 +354,5 @@ export class OutboxRelay extends EventEmitter<RelayEvents> {
     if (stale.length === 0) return;
     this.stats.staleOutcomes += stale.length;
     this.emit("staleOutcome", stale);
-  }
-
-  private async run(): Promise<void> {
-    let errors = 0;
-    while (this.state === "running") {
-      let claimed = 0;
-      try {
-        claimed = await this.runOnce();
-        errors = 0;
-      } catch (error) {
-        errors++;
-        this.emit("warning", error, "relay");
-        // The first failure and every 20th after it (as background services log theirs): a database that is
-        // down for an hour fails a pass every 30 s, which is not 120 lines of news.
-        if (errors === 1 || errors % 20 === 0)
-          this.logger.warn({ err: error, failures: errors }, "outbox relay pass failed; retrying with backoff");
-      }
-      // Something was claimed: the next event of each key may be claimable now, so go again at once.
-      if (claimed > 0) continue;
-      // Idle: wait a poll interval; after errors, back off (capped at 30 s).
-      const waitMs =
-        errors > 0 ? retryWaitMs(errors + 1, this.pollMs, Math.min(this.pollMs * 64, 30_000), false) : this.pollMs;
-      await this.wakeup.wait(waitMs);
-    }
   }
 }

@@ -10,7 +10,7 @@
  * the step at once), and it is compensated whenever the saga compensates — also
  * when it returned after its step was failed (its job cancelled meanwhile).
  *
- * Invariants: a saga moves only through guarded transitions (db/sql/sagas.ts),
+ * Invariants: a saga moves only through guarded transitions (transitions.ts over db/sql/sagas.ts),
  * each committed together with the job it enqueues, so a step never advances
  * twice and no transition is lost; the next compensation is chosen under the
  * saga's row lock; actions and compensations run at least once and must be
@@ -37,19 +37,9 @@ import {
   type SagaDefinition,
   type SagaOptions,
   type SagaState,
-  type SagaStatus,
   type SagaStep,
-  sagaState,
 } from "./define.js";
-
-// biome-ignore lint/suspicious/noExplicitAny: one runner holds sagas of any input type.
-type AnySaga = SagaDefinition<any>;
-
-interface StepPayload {
-  saga: string;
-  step: number;
-  phase: "action" | "compensate";
-}
+import { type AnySaga, SagaTransitions, type StepPayload } from "./transitions.js";
 
 const MAX_ERROR = 2000;
 
@@ -65,6 +55,8 @@ export class Sagas {
   private readonly sagaStore: SagaStore;
   private readonly definitions = new Map<string, AnySaga>();
   private readonly sweeper: Service<number>;
+  /** Every move of a saga's row after its start (transitions.ts). */
+  private readonly transitions: SagaTransitions;
 
   constructor(
     readonly skipq: Skipq,
@@ -75,6 +67,13 @@ export class Sagas {
     this.maxAttempts = assertInt("maxAttempts", options.maxAttempts ?? 3, 1, 1000);
     this.store = skipq.store;
     this.sagaStore = new SagaStore(skipq.store);
+    this.transitions = new SagaTransitions({
+      skipq,
+      store: this.store,
+      sagaStore: this.sagaStore,
+      queue: this.queue,
+      maxAttempts: this.maxAttempts,
+    });
     this.sweeper = new Service({
       name: "saga sweeper",
       intervalMs: toMs("sweepInterval", options.sweepInterval ?? "5s", { allowZero: false }),
@@ -109,7 +108,7 @@ export class Sagas {
       { name: saga.name, input: encodePayload(input ?? null, this.skipq.maxPayloadBytes), steps },
       tx,
     );
-    const job = await this.enqueueStep(tx, saga, { saga: id, step: 0, phase: "action" });
+    const job = await this.transitions.enqueueStep(tx, saga, { saga: id, step: 0, phase: "action" });
     await this.sagaStore.sagaSetJob({ sagaId: id, jobId: job }, tx);
     return { id };
   }
@@ -148,10 +147,10 @@ export class Sagas {
       const saga = this.definitions.get(row.name);
       if (!saga) continue;
       const error = `step job ${row.current_job_id} died: ${String(row.last_error ?? "no error recorded").slice(0, MAX_ERROR)}`;
-      const ok = await this.inTransaction((tx) =>
+      const ok = await this.transitions.inTransaction((tx) =>
         row.status === "running"
-          ? this.failStep(tx, saga, String(row.id), row.current_step, error, String(row.current_job_id))
-          : this.failCompensation(tx, String(row.id), row.current_step, error, String(row.current_job_id)),
+          ? this.transitions.failStep(tx, saga, String(row.id), row.current_step, error, String(row.current_job_id))
+          : this.transitions.failCompensation(tx, String(row.id), row.current_step, error, String(row.current_job_id)),
       );
       if (ok) moved++;
     }
@@ -180,17 +179,25 @@ export class Sagas {
         (!(error instanceof RetryIn) && job.attempt >= job.job.maxAttempts);
       if (final) {
         const message = errorText(error);
-        await this.inTransaction((tx) =>
+        await this.transitions.inTransaction((tx) =>
           payload.phase === "action"
-            ? this.failStep(tx, saga, state.id, payload.step, message, null)
-            : this.failCompensation(tx, state.id, payload.step, message, null),
+            ? this.transitions.failStep(tx, saga, state.id, payload.step, message, null)
+            : this.transitions.failCompensation(tx, state.id, payload.step, message, null),
         );
       }
       throw error;
     }
     if (payload.phase === "compensate") {
-      await this.inTransaction((tx) =>
-        this.compensateFrom(tx, saga, state.id, payload.step, "compensating", '{"status":"compensated"}', null),
+      await this.transitions.inTransaction((tx) =>
+        this.transitions.compensateFrom(
+          tx,
+          saga,
+          state.id,
+          payload.step,
+          "compensating",
+          '{"status":"compensated"}',
+          null,
+        ),
       );
       return;
     }
@@ -199,8 +206,8 @@ export class Sagas {
     const encoded = this.encodeResult(payload.step, step.name, result);
     if (typeof encoded !== "string") {
       const error = encoded.error;
-      const failed = await this.inTransaction((tx) =>
-        this.compensateFrom(
+      const failed = await this.transitions.inTransaction((tx) =>
+        this.transitions.compensateFrom(
           tx,
           saga,
           state.id,
@@ -215,15 +222,24 @@ export class Sagas {
       if (!failed) await this.ranAfterFailure(saga, state.id, payload.step, undefined);
       throw new FailPermanently(error);
     }
-    const moved = await this.inTransaction(async (tx) => {
+    const moved = await this.transitions.inTransaction(async (tx) => {
       const next = payload.step + 1;
       const done = next >= saga.steps.length;
-      const nextJob = done ? null : await this.enqueueStep(tx, saga, { saga: state.id, step: next, phase: "action" });
-      return this.transition(tx, state.id, "running", payload.step, `{"status":"completed","result":${encoded}}`, {
-        status: done ? "completed" : "running",
-        step: done ? payload.step : next,
-        job: nextJob,
-      });
+      const nextJob = done
+        ? null
+        : await this.transitions.enqueueStep(tx, saga, { saga: state.id, step: next, phase: "action" });
+      return this.transitions.transition(
+        tx,
+        state.id,
+        "running",
+        payload.step,
+        `{"status":"completed","result":${encoded}}`,
+        {
+          status: done ? "completed" : "running",
+          step: done ? payload.step : next,
+          job: nextJob,
+        },
+      );
     });
     if (!moved) await this.ranAfterFailure(saga, state.id, payload.step, encoded);
   }
@@ -261,14 +277,14 @@ export class Sagas {
    * failed (a duplicate job recorded it), or is already marked.
    */
   private async ranAfterFailure(saga: AnySaga, id: string, step: number, encoded: string | undefined): Promise<void> {
-    await this.inTransaction(async (tx) => {
-      const state = await this.lock(tx, id);
+    await this.transitions.inTransaction(async (tx) => {
+      const state = await this.transitions.lock(tx, id);
       const entry = state?.steps[step];
       if (!state || entry?.status !== "failed" || entry.ran) return false;
       const patch = encoded === undefined ? '{"ran":true}' : `{"ran":true,"result":${encoded}}`;
       const reopen = state.status === "compensated" && saga.steps[step]?.compensate !== undefined;
-      const job = reopen ? await this.enqueueStep(tx, saga, { saga: id, step, phase: "compensate" }) : null;
-      return this.transition(
+      const job = reopen ? await this.transitions.enqueueStep(tx, saga, { saga: id, step, phase: "compensate" }) : null;
+      return this.transitions.transition(
         tx,
         id,
         state.status,
@@ -281,144 +297,7 @@ export class Sagas {
       );
     });
   }
-
-  /** An action died: mark it failed and start compensating the completed steps below it. */
-  private async failStep(
-    tx: Queryable,
-    saga: AnySaga,
-    id: string,
-    step: number,
-    error: string,
-    guardJob: string | null,
-  ): Promise<boolean> {
-    return this.compensateFrom(
-      tx,
-      saga,
-      id,
-      step,
-      "running",
-      JSON.stringify({ status: "failed", error }),
-      guardJob,
-      error,
-    );
-  }
-
-  /** A compensation died: the saga is failed and needs an operator. */
-  private async failCompensation(
-    tx: Queryable,
-    id: string,
-    step: number,
-    error: string,
-    guardJob: string | null,
-  ): Promise<boolean> {
-    return this.transition(tx, id, "compensating", step, JSON.stringify({ status: "compensation_failed", error }), {
-      status: "failed",
-      step,
-      job: null,
-      error: `compensation of step ${step} failed: ${error}`,
-      guardJob,
-    });
-  }
-
-  /**
-   * After step `from` failed (the saga is `running`) or was compensated (`compensating`): enqueue the
-   * next compensation, or finish as compensated. `self`: step `from` itself is undone first (its action
-   * ran although the step failed). Steps without a compensation count as compensated (nothing to undo).
-   */
-  private async compensateFrom(
-    tx: Queryable,
-    saga: AnySaga,
-    id: string,
-    from: number,
-    fromStatus: "running" | "compensating",
-    patch: string,
-    guardJob: string | null,
-    error?: string,
-    self = false,
-  ): Promise<boolean> {
-    const state = await this.lock(tx, id);
-    const target = self && saga.steps[from]?.compensate ? from : nextCompensation(state, saga, from);
-    const job =
-      target === undefined ? null : await this.enqueueStep(tx, saga, { saga: id, step: target, phase: "compensate" });
-    return this.transition(tx, id, fromStatus, from, patch, {
-      status: target === undefined ? "compensated" : "compensating",
-      step: target ?? from,
-      job,
-      error,
-      guardJob,
-    });
-  }
-
-  /** The saga, locked until `tx` ends (every choice of the next compensation is made under this lock). */
-  private async lock(tx: Queryable, id: string): Promise<SagaState | undefined> {
-    return sagaState(await this.sagaStore.sagaLock({ sagaId: id }, tx));
-  }
-
-  /** Moves saga `id` from (`fromStatus`, `fromStep`), merging `patch` into step `patchStep`'s entry (default `fromStep`). */
-  private async transition(
-    tx: Queryable,
-    id: string,
-    fromStatus: SagaStatus,
-    fromStep: number,
-    patch: string,
-    to: { status: SagaStatus; step: number; job: string | null; error?: string; guardJob?: string | null },
-    patchStep = fromStep,
-  ): Promise<boolean> {
-    const moved = await this.sagaStore.sagaTransition(
-      {
-        sagaId: id,
-        fromStatus,
-        fromStep,
-        patchStep,
-        patch,
-        toStatus: to.status,
-        toStep: to.step,
-        toJobId: to.job,
-        error: to.error ?? null,
-        guardJobId: to.guardJob ?? null,
-      },
-      tx,
-    );
-    if (!moved) throw new Overtaken();
-    return true;
-  }
-
-  private async enqueueStep(tx: Queryable, saga: AnySaga, payload: StepPayload): Promise<string> {
-    const { id } = await this.skipq.enqueueTx(tx, saga.kind, payload, {
-      queue: this.queue,
-      maxAttempts: this.maxAttempts,
-    });
-    return id;
-  }
-
-  /** Runs `body` in a transaction; a guarded transition that lost its race rolls back and returns false. */
-  private async inTransaction(body: (tx: Queryable) => Promise<boolean>): Promise<boolean> {
-    try {
-      return await this.store.transaction(body);
-    } catch (error) {
-      if (error instanceof Overtaken) return false;
-      throw error;
-    }
-  }
 }
-
-/**
- * The step to compensate next, other than `from` (the step just failed or just compensated): the highest one
- * with a compensation that completed, or that failed after its action ran. Higher than the failed step,
- * nothing ever completed, so this is the reverse order of the steps — with a step that ran after it was
- * failed taken next, whenever it was marked.
- */
-function nextCompensation(state: SagaState | undefined, saga: AnySaga, from: number): number | undefined {
-  for (let i = saga.steps.length - 1; i >= 0; i--) {
-    const entry = state?.steps[i];
-    if (i === from || !saga.steps[i]?.compensate) continue;
-    if (entry?.status === "completed" || (entry?.status === "failed" && entry.ran)) return i;
-  }
-  return undefined;
-}
-
-/** A guarded transition found the saga already moved (a duplicate job, or the sweeper raced a handler). */
-class Overtaken extends Error {}
 
 function errorText(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);

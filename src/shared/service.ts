@@ -6,11 +6,13 @@
  * interval between passes, and capped exponential backoff after a failed pass.
  *
  * Invariants: passes never overlap (runOnce during a pass joins it); a failing
- * pass is logged at the first failure and every 20th after, never thrown into
+ * pass is logged at the first failure and every 20th after, and the first pass
+ * that succeeds again logs one recovery line (failureLog.ts), never thrown into
  * the process; after stop() resolves no pass is running and none will start.
  */
 import { retryWaitMs } from "../core/backoff.js";
 import type { Logger } from "../core/logger.js";
+import { FailureLog } from "./failureLog.js";
 
 export interface ServiceOptions<R> {
   /** Names the loop in logs ("reaper", "retention", …). */
@@ -26,15 +28,29 @@ export interface ServiceOptions<R> {
   firstPass?: "now" | "spread";
   /** Longest wait after failed passes, ms. Default 60 s (or the interval, if longer). */
   maxBackoffMs?: number;
+  /**
+   * The wait after the `failures`-th failed pass in a row (1-based), ms. Default: capped exponential
+   * backoff from the interval up to `maxBackoffMs`, jittered (`retryWaitMs`).
+   */
+  retryWait?: (failures: number) => number;
+  /**
+   * Whether the wait for the next pass keeps the process alive. Default false: a side loop (reaper, presence)
+   * never holds a process open; true for a loop that is the process's work (the outbox relay).
+   */
+  keepAlive?: boolean;
+  /** Called after each failed background pass (not a `runOnce()` call's, which throws to its caller). */
+  onFailed?: (error: unknown) => void;
 }
 
 export class Service<R = unknown> {
   private running = false;
   private timer: NodeJS.Timeout | undefined;
   private pass: Promise<R> | undefined;
-  private failures = 0;
+  private readonly failures: FailureLog;
 
-  constructor(private readonly o: ServiceOptions<R>) {}
+  constructor(private readonly o: ServiceOptions<R>) {
+    this.failures = new FailureLog(o.logger, `skipq: ${o.name} pass`);
+  }
 
   /** True between start() and stop(). */
   get started(): boolean {
@@ -72,25 +88,21 @@ export class Service<R = unknown> {
     clearTimeout(this.timer);
     if (!this.running) return;
     this.timer = setTimeout(() => void this.tick(), ms);
-    this.timer.unref();
+    if (!this.o.keepAlive) this.timer.unref();
   }
 
   private async tick(): Promise<void> {
     let wait: number;
     try {
       const result = await this.runOnce();
-      this.failures = 0;
+      this.failures.succeeded();
       wait = this.o.next ? this.o.next(result) : jitter(this.o.intervalMs);
     } catch (error) {
-      this.failures++;
-      if (this.failures === 1 || this.failures % 20 === 0) {
-        this.o.logger.warn(
-          { err: error, failures: this.failures },
-          `skipq: ${this.o.name} pass failed; retrying with backoff`,
-        );
-      }
-      const cap = Math.max(this.o.maxBackoffMs ?? 60_000, this.o.intervalMs);
-      wait = retryWaitMs(this.failures, this.o.intervalMs, cap);
+      this.failures.failed(error);
+      this.o.onFailed?.(error);
+      const n = this.failures.failures;
+      if (this.o.retryWait) wait = this.o.retryWait(n);
+      else wait = retryWaitMs(n, this.o.intervalMs, Math.max(this.o.maxBackoffMs ?? 60_000, this.o.intervalMs));
     }
     this.schedule(wait);
   }

@@ -6,7 +6,8 @@
  * whatever happened to its history row, and does nothing unless it leads.
  */
 import { beforeAll, expect, test } from "vitest";
-import { Pruner } from "../../src/index.js";
+import { Pruner, RetentionError } from "../../src/index.js";
+import { PURPOSES } from "../../src/maintenance/pruner.js";
 import { finishJobs, testQueue, until, useTestQueue } from "../helpers.js";
 
 const t = useTestQueue("pruner");
@@ -135,10 +136,49 @@ test("a pruner that is not the maintenance leader does nothing and says so", asy
   await finished("completed-3d", "completed", 3);
   let leading = false;
   const pruner = new Pruner(t.skipq, {}, () => leading);
-  expect(await pruner.runOnce()).toEqual({ leader: false, partitionsDropped: [], completed: 0, dead: 0, keys: 0 });
+  expect(await pruner.runOnce()).toEqual({
+    leader: false,
+    purposes: {},
+    partitionsDropped: [],
+    completed: 0,
+    dead: 0,
+    keys: 0,
+  });
   expect(await labels()).toEqual(["completed-3d"]);
   leading = true;
   expect((await pruner.runOnce()).completed).toBe(1);
+});
+
+test("a retention purpose that fails (its table gone) stops none of the others; the pass throws a RetentionError naming it, with every purpose's result", async () => {
+  await reset();
+  await finished("completed-5d-default", "completed", 5);
+  const keyed = await t.skipq.enqueue("send", {}, { idempotencyKey: "purpose-key" });
+  await finishJobs(t.db, t.schema, [keyed.id], "completed");
+  await t.db.query(`UPDATE ${s}.job_keys SET finished_at = now() - interval '2 days'`);
+  await t.db.query(`ALTER TABLE ${s}.outbox RENAME TO outbox_away`);
+  let thrown: unknown;
+  try {
+    await new Pruner(t.skipq, { completedAfter: "1d", keyRetention: "1d" }).runOnce();
+  } catch (error) {
+    thrown = error;
+  } finally {
+    await t.db.query(`ALTER TABLE ${s}.outbox_away RENAME TO outbox`);
+  }
+  expect(thrown).toBeInstanceOf(RetentionError);
+  const error = thrown as RetentionError;
+  expect(error.code).toBe("SKIPQ_RETENTION_FAILED");
+  expect([...error.failures.keys()]).toEqual(["outbox"]);
+  expect(error.message).toMatch(/^retention: 1 of 10 purposes failed, the others ran \(outbox: .*outbox/);
+  // Every purpose ran, those before the failed one and those after it.
+  expect(Object.keys(error.result.purposes)).toEqual([...PURPOSES]);
+  // A missing table reads as a schema not migrated (store.query).
+  expect(error.result.purposes.outbox?.error).toMatchObject({ code: "SKIPQ_SCHEMA_NOT_MIGRATED" });
+  expect(error.result.purposes.history).toEqual({ count: 1 });
+  expect(error.result.purposes.keys).toEqual({ count: 1 });
+  expect(error.result).toMatchObject({ leader: true, completed: 1, keys: 1 });
+  expect(await labels()).not.toContain("completed-5d-default");
+  const again = await new Pruner(t.skipq, {}).runOnce();
+  expect(Object.entries(again.purposes).filter(([, p]) => p.error !== undefined)).toEqual([]);
 });
 
 test("a new schema has the partitions of today and the next two days before any worker runs", async () => {

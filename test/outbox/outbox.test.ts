@@ -255,13 +255,13 @@ describe("outbox", () => {
     ).toThrow(/must be below lockTimeout/);
     expect(() => webhookSink({ url: "http://127.0.0.1/", secret: "short" })).toThrow(/at least 16/);
   });
-  test("a sink that is down costs one log line per pass, not one per event", async () => {
+  test("a sink that is down costs one log line for a run of failing passes, not one per event or pass, and one when it delivers again", async () => {
     await t.db.query(`DELETE FROM "${t.schema}".outbox`);
-    const warned: Array<{ obj: unknown; msg: string }> = [];
+    const logged: Array<{ level: string; obj: unknown; msg: string }> = [];
     const logger = {
       debug() {},
-      info() {},
-      warn: (obj: unknown, msg: string) => warned.push({ obj, msg }),
+      info: (obj: unknown, msg: string) => logged.push({ level: "info", obj, msg }),
+      warn: (obj: unknown, msg: string) => logged.push({ level: "warn", obj, msg }),
       error() {},
     };
     const skipq = new Skipq({ connectionString: DATABASE_URL, schema: t.schema, logger });
@@ -269,21 +269,26 @@ describe("outbox", () => {
       const mine = new Outbox(skipq);
       for (let i = 0; i < 30; i++) await mine.publish(skipq.pool, "t", `key-${i}`, { n: i });
       const failed: string[] = [];
-      const down: OutboxSink = {
+      let up = false;
+      const flaky: OutboxSink = {
         name: "down",
         async deliver() {
-          throw new Error("destination down");
+          if (!up) throw new Error("destination down");
         },
       };
-      const relay = mine.relay({ sink: down });
+      // No retry backoff, so each pass claims every event again.
+      const relay = mine.relay({ sink: flaky, backoff: { baseMs: 0, maxMs: 0, jitter: 0 } });
       relay.on("failed", (event) => failed.push(event.key));
-      await relay.runOnce();
+      for (let pass = 0; pass < 3; pass++) expect(await relay.runOnce()).toBe(30);
+      up = true;
+      expect(await relay.runOnce()).toBe(30);
       await relay.stop();
-      expect(failed).toHaveLength(30); // every event still reported, as an event
-      expect(warned.map((w) => w.msg)).toEqual([
-        "outbox delivery of 30 events failed (the first one's error attached); will retry",
+      expect(failed).toHaveLength(90); // every failure still reported, as an event
+      expect(logged.map((l) => [l.level, l.msg])).toEqual([
+        ["warn", "outbox delivery of 30 events failed (the first one's error attached); will retry"],
+        ["info", "outbox delivery succeeded again after 3 failed"],
       ]);
-      expect(warned[0]?.obj).toMatchObject({ failed: 30, sink: "down" });
+      expect(logged[0]?.obj).toMatchObject({ failed: 30, sink: "down", failures: 1 });
     } finally {
       await skipq.close();
     }

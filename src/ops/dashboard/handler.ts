@@ -21,6 +21,7 @@ import { ValidationError } from "../../core/errors.js";
 import { defaultLogger } from "../../core/logger.js";
 import { assertInt, toMs } from "../../core/validate.js";
 import { DashboardStore } from "../../db/dashboardStore.js";
+import { LiveStore } from "../../db/liveStore.js";
 import { Skipq } from "../../skipq.js";
 import { Admin } from "../admin.js";
 import type { ReplicaStatus } from "../adminTypes.js";
@@ -236,7 +237,8 @@ export function createDashboard(options: DashboardOptions = {}): Dashboard {
   const series = sharedSeries(admin);
   const search = sharedSearch(admin);
   const stateCounts = sharedStateCounts(new DashboardStore(skipq.readStore));
-  const workersInFlight = () => workersWithInFlight(admin, skipq.readStore);
+  const liveReads = new LiveStore(skipq.readStore);
+  const workersInFlight = () => workersWithInFlight(admin, liveReads);
   // Where the pages read from, for the header: read at most every 2 s, whatever the page rate.
   let replica: { at: number; status: Promise<ReplicaStatus | "failed" | undefined> } | undefined;
   const replicaStatus = () => {

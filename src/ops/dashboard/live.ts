@@ -13,7 +13,9 @@
  * commit on the notification queue's lock), so while anyone watches, the hub
  * also ticks every `intervalMs`. Each tick's result is compared with the last
  * and only changes are sent. With nobody watching, the hub holds no connection
- * and runs nothing.
+ * and runs nothing. The ticks and the heartbeat are Services
+ * (src/shared/service.ts): ticks never overlap, and a failing snapshot backs
+ * off and is logged throttled; its statements are LiveStore's (db/liveStore.ts).
  *
  * Invariants: a viewer costs the database nothing of its own (a new viewer is
  * sent the hub's cached snapshot); an event's data is JSON of values already
@@ -24,7 +26,9 @@
 import type http from "node:http";
 import type { Logger } from "../../core/logger.js";
 import { Listener } from "../../db/listener.js";
+import { LiveStore } from "../../db/liveStore.js";
 import type { Store } from "../../db/store.js";
+import { Service } from "../../shared/service.js";
 import type { Admin } from "../admin.js";
 import type { QueueOverview, WorkerPresence } from "../adminTypes.js";
 
@@ -84,6 +88,8 @@ const HEARTBEAT_MS = 15_000;
 const MIN_GAP_MS = 250;
 /** How long the hub keeps its listener after the last viewer left. */
 const IDLE_MS = 3000;
+/** The longest wait between snapshots while they fail (a database that is down). */
+const MAX_BACKOFF_MS = 30_000;
 
 export class LiveHub {
   /** Snapshots read (each is one to three statements, for every viewer together). */
@@ -92,12 +98,17 @@ export class LiveHub {
   queries = 0;
   private readonly viewers = new Set<Viewer>();
   private listener: Listener | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private heartbeat: NodeJS.Timeout | undefined;
+  /** Snapshots while anyone watches: every intervalMs, sooner after a notification (tickSoon). */
+  private readonly ticker: Service<void>;
+  /** A comment line to every stream every HEARTBEAT_MS, so proxies keep idle streams open. */
+  private readonly heartbeat: Service<void>;
+  private readonly live: LiveStore;
+  private watching = false;
   private soon: NodeJS.Timeout | undefined;
   private idle: NodeJS.Timeout | undefined;
   private lastTick = 0;
-  private tick: Promise<void> | undefined;
+  /** True while a snapshot runs; `again`: one was asked for meanwhile, so the next follows at MIN_GAP_MS. */
+  private inTick = false;
   private again = false;
   private last: { queues?: string; workers?: string; jobs: Map<string, string> } = { jobs: new Map() };
   private readonly intervalMs: number;
@@ -106,6 +117,29 @@ export class LiveHub {
   constructor(private readonly o: LiveHubOptions) {
     this.intervalMs = o.intervalMs ?? 1000;
     this.maxStreamMs = o.maxStreamMs ?? 300_000;
+    this.live = new LiveStore(o.store);
+    this.ticker = new Service({
+      name: "dashboard live feed",
+      intervalMs: this.intervalMs,
+      run: () => this.runTick(),
+      logger: o.logger,
+      // Never sooner than MIN_GAP_MS after the previous snapshot, however many notifications arrive.
+      next: () => {
+        const wait = this.again ? MIN_GAP_MS : this.intervalMs;
+        this.again = false;
+        return Math.max(MIN_GAP_MS, wait);
+      },
+      maxBackoffMs: MAX_BACKOFF_MS,
+    });
+    this.heartbeat = new Service({
+      name: "dashboard live heartbeat",
+      intervalMs: HEARTBEAT_MS,
+      run: async () => {
+        for (const v of this.viewers) v.res.write(": ping\n\n");
+      },
+      logger: o.logger,
+      firstPass: "spread",
+    });
   }
 
   /** Viewers connected now. */
@@ -150,7 +184,7 @@ export class LiveHub {
       else unknown = true;
     }
     clearTimeout(this.idle);
-    if (!this.timer) this.startWatching();
+    if (!this.watching) this.startWatching();
     else if (unknown || (interest.workers && !this.last.workers)) this.tickSoon();
   }
 
@@ -163,7 +197,6 @@ export class LiveHub {
   async close(): Promise<void> {
     for (const v of this.viewers) this.drop(v);
     await this.stopWatching();
-    await this.tick?.catch(() => undefined);
   }
 
   private drop(viewer: Viewer): void {
@@ -180,6 +213,7 @@ export class LiveHub {
   }
 
   private startWatching(): void {
+    this.watching = true;
     if (this.o.connectionString && !this.listener) {
       this.listener = new Listener({
         connectionString: this.o.connectionString,
@@ -190,25 +224,19 @@ export class LiveHub {
       });
       void this.listener.start();
     }
-    clearInterval(this.timer);
-    this.timer = setInterval(() => this.runTick(), this.intervalMs);
-    this.timer.unref();
-    clearInterval(this.heartbeat);
-    this.heartbeat = setInterval(() => {
-      for (const v of this.viewers) v.res.write(": ping\n\n");
-    }, HEARTBEAT_MS);
-    this.heartbeat.unref();
-    this.tickSoon();
+    // The first snapshot at once (Service's first pass): the new viewer waits for nothing else.
+    this.ticker.start();
+    this.heartbeat.start();
   }
 
   private async stopWatching(): Promise<void> {
+    this.watching = false;
     clearTimeout(this.idle);
-    clearInterval(this.timer);
-    clearInterval(this.heartbeat);
     clearTimeout(this.soon);
-    this.timer = this.heartbeat = this.soon = this.idle = undefined;
+    this.soon = this.idle = undefined;
     const listener = this.listener;
     this.listener = undefined;
+    await Promise.all([this.ticker.stop(), this.heartbeat.stop()]);
     this.last = { jobs: new Map() };
     await listener?.stop();
   }
@@ -224,39 +252,32 @@ export class LiveHub {
 
   /**
    * A tick soon: 50 ms from now, coalescing a burst of notifications into one
-   * snapshot, and never sooner than MIN_GAP_MS after the previous one.
+   * snapshot, and never sooner than MIN_GAP_MS after the previous one; asked
+   * for while a snapshot runs, the next one follows it by MIN_GAP_MS.
    */
   private tickSoon(): void {
-    if (this.soon || this.viewers.size === 0) return;
+    if (this.soon || this.viewers.size === 0 || !this.watching) return;
     this.soon = setTimeout(
       () => {
         this.soon = undefined;
-        this.runTick();
+        if (this.inTick) this.again = true;
+        else if (Date.now() - this.lastTick < MIN_GAP_MS) this.tickSoon();
+        else this.ticker.wake();
       },
       Math.max(50, this.lastTick + MIN_GAP_MS - Date.now()),
     );
     this.soon.unref();
   }
 
-  private runTick(): void {
-    if (Date.now() - this.lastTick < MIN_GAP_MS) {
-      this.tickSoon();
-      return;
-    }
-    if (this.tick) {
-      this.again = true;
-      return;
-    }
+  /** One snapshot (the ticker's pass). */
+  private async runTick(): Promise<void> {
+    this.inTick = true;
     this.lastTick = Date.now();
-    this.tick = this.snapshot()
-      .catch((error: unknown) => this.o.logger.warn({ err: error }, "skipq dashboard: live snapshot failed"))
-      .finally(() => {
-        this.tick = undefined;
-        if (this.again && this.viewers.size > 0) {
-          this.again = false;
-          this.runTick();
-        }
-      });
+    try {
+      await this.snapshot();
+    } finally {
+      this.inTick = false;
+    }
   }
 
   private async snapshot(): Promise<void> {
@@ -316,15 +337,15 @@ export class LiveHub {
 
   private async readWorkers(): Promise<LiveWorker[]> {
     this.queries += 2;
-    return workersWithInFlight(this.o.admin, this.o.store);
+    return workersWithInFlight(this.o.admin, this.live);
   }
 
   private async readJobs(ids: string[]): Promise<Map<string, LiveJob>> {
-    const { rows } = await this.count(this.o.store.query(this.o.store.sql.dashboard.liveJobs, [ids]));
+    const rows = await this.count(this.live.liveJobs({ ids }));
     const out = new Map<string, LiveJob>();
     for (const r of rows) {
-      out.set(String(r.id), {
-        id: String(r.id),
+      out.set(r.id, {
+        id: r.id,
         queue: r.queue,
         kind: r.kind,
         status: r.status,
@@ -336,7 +357,7 @@ export class LiveHub {
         locked_at: iso(r.locked_at),
         completed_at: iso(r.completed_at),
         updated_at: iso(r.updated_at),
-        error: this.o.errorOf({ id: String(r.id), queue: r.queue, kind: r.kind, last_error: r.last_error }),
+        error: this.o.errorOf({ id: r.id, queue: r.queue, kind: r.kind, last_error: r.last_error }),
       });
     }
     return out;
@@ -348,12 +369,12 @@ export class LiveHub {
 }
 
 /** The live workers, each with the jobs it holds now (two statements: presence and the running index). */
-export async function workersWithInFlight(admin: Admin, store: Store): Promise<LiveWorker[]> {
-  const [present, running] = await Promise.all([admin.workers(), store.query(store.sql.dashboard.liveRunning)]);
+export async function workersWithInFlight(admin: Admin, live: LiveStore): Promise<LiveWorker[]> {
+  const [present, running] = await Promise.all([admin.workers(), live.liveRunning()]);
   const byWorker = new Map<string, LiveWorker["inFlight"]>();
-  for (const r of running.rows) {
+  for (const r of running) {
     const list = byWorker.get(r.locked_by) ?? [];
-    list.push({ id: String(r.id), queue: r.queue, kind: r.kind, locked_at: r.locked_at, attempts: r.attempts });
+    list.push({ id: r.id, queue: r.queue, kind: r.kind, locked_at: r.locked_at, attempts: r.attempts });
     byWorker.set(r.locked_by, list);
   }
   return present.map((w) => ({ ...w, inFlight: byWorker.get(w.id) ?? [] }));
