@@ -12,7 +12,7 @@
  * may see: key redaction of payloads is the caller's redactor.
  */
 import { REDACTED, redactText, secretValues } from "../core/secrets.js";
-import { MAX_ATTEMPTS_KEPT } from "../db/sql/jobs.js";
+import { MAX_ATTEMPTS_KEPT } from "../db/sql/outcomes.js";
 
 /** How many attempts a job keeps in attempt_logs (the most recent): displays say so. */
 export { MAX_ATTEMPTS_KEPT };

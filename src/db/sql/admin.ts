@@ -12,7 +12,7 @@
 
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
+import { dependentsResolved, HISTORY_COLUMNS, historyValues } from "./outcomes.js";
 
 /**
  * Moves the history rows matching `where` back into the live table as pending

@@ -14,7 +14,7 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { HISTORY_COLUMNS } from "./jobs.js";
+import { HISTORY_COLUMNS } from "./outcomes.js";
 
 const ORIGIN = "'2000-01-01 00:00+00'::timestamptz";
 const ms = (p: string) => `${p}::float8 * interval '1 millisecond'`;

@@ -11,7 +11,7 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { attemptLogsAppend, jobsCompleted, outcomeTables } from "./jobs.js";
+import { attemptLogsAppend, jobsCompleted, outcomeTables } from "./outcomes.js";
 
 export function jobFeatureStatements(names: Schema) {
   const schema = names.sql;

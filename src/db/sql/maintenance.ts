@@ -12,7 +12,7 @@
  */
 import type { Schema } from "../schema.js";
 import { statements } from "../statements.js";
-import { attemptLogsAppend, dependentsResolved, HISTORY_COLUMNS, historyValues } from "./jobs.js";
+import { attemptLogsAppend, dependentsResolved, HISTORY_COLUMNS, historyValues } from "./outcomes.js";
 
 /** What a reaped job's last_error says (`p`: the row alias prefix). */
 function expiredError(p: string): string {

@@ -11,7 +11,7 @@
  * JIT-compiles (`SET jit = off`, as migration 0019 set it) and names its tables
  * bare, for the schema a migration installs it in (`SET search_path FROM CURRENT`).
  */
-import { jobsBackToPending, jobsCompleted, jobsSettled, leasesExtended, outcomeTables } from "./jobs.js";
+import { jobsBackToPending, jobsCompleted, jobsSettled, leasesExtended, outcomeTables } from "./outcomes.js";
 
 const bare = outcomeTables(null);
 
