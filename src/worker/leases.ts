@@ -26,6 +26,7 @@ import { SkipqError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { JobStore } from "../db/jobStore.js";
+import { Service } from "../shared/service.js";
 import type { HeldJobs } from "./heldJobs.js";
 import type { Running, WorkerStats } from "./types.js";
 
@@ -45,47 +46,54 @@ export interface LeasesOptions {
 }
 
 export class Leases {
-  private timer: NodeJS.Timeout | undefined;
+  /** The batched heartbeat, every `heartbeatMs`: passes never overlap, a failing one is logged throttled. */
+  private readonly beat: Service<void>;
   private progressTimer: NodeJS.Timeout | undefined;
   /** Statements in flight that carry progress values (a job's end waits for them). */
   private readonly progressWrites = new Set<Promise<unknown>>();
   private progressSoon: Promise<void> | undefined;
 
-  constructor(private readonly o: LeasesOptions) {}
+  constructor(private readonly o: LeasesOptions) {
+    this.beat = new Service({
+      name: "heartbeat",
+      intervalMs: o.heartbeatMs,
+      run: () => this.heartbeatAll(),
+      logger: o.logger,
+      // No backoff: a lease not extended expires, so a failed heartbeat is tried again at the next interval.
+      retryWait: () => o.heartbeatMs,
+      retrying: "will retry at the next interval",
+      onFailed: o.onWarning,
+    });
+  }
 
   /** Heartbeats every interval until stop(). Idempotent. */
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.heartbeatAll(), this.o.heartbeatMs);
-    this.timer.unref();
+    this.beat.start();
   }
 
-  /** Safe before start and twice. */
+  /**
+   * Stops heartbeating. Safe before start and twice. A heartbeat in flight is not waited for: against a
+   * database that does not answer it could hold the worker's stop for as long as the connection hangs.
+   */
   stop(): void {
-    clearInterval(this.timer);
-    this.timer = undefined;
     clearTimeout(this.progressTimer);
     this.progressTimer = undefined;
+    void this.beat.stop();
   }
 
-  /** One heartbeat for every held job; those the database no longer honours are lost. */
+  /** One heartbeat for every held job; those the database no longer honours are lost. Throws when it failed. */
   async heartbeatAll(): Promise<void> {
     // A job completed by ctx.completeTx is not touched: the caller's transaction may hold its row.
     const held = this.o.held.heartbeatable();
     if (held.length === 0) return;
     const asked = performance.now();
-    try {
-      const alive = held.some((r) => r.progressDirty)
-        ? await this.sendProgress(held)
-        : await this.o.jobs.heartbeatMany(
-            held.map((r) => ({ id: r.job.id, lease: r.lease })),
-            this.o.leaseMs,
-          );
-      await this.loseMissing(held, alive, asked);
-    } catch (error) {
-      this.o.onWarning(error);
-      this.o.logger.warn({ err: error }, "skipq: heartbeat failed; will retry at the next interval");
-    }
+    const alive = held.some((r) => r.progressDirty)
+      ? await this.sendProgress(held)
+      : await this.o.jobs.heartbeatMany(
+          held.map((r) => ({ id: r.job.id, lease: r.lease })),
+          this.o.leaseMs,
+        );
+    await this.loseMissing(held, alive, asked);
   }
 
   /**
