@@ -7,39 +7,27 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, type RunningDashboard, startDashboard } from "../../src/index.js";
 import { useTestQueue } from "../helpers.js";
+import { dashboardSession, signIn } from "./dashboardSession.js";
 
 const TOKEN = "explorer-token-0123456789";
 const t = useTestQueue("dashboard_explorer");
 let d: RunningDashboard;
 let s: string;
 let admin: Admin;
-let cookie: string;
 let csrf: string;
+const browser = dashboardSession(() => d.url);
+const { get, post } = browser;
 
 beforeAll(async () => {
   s = `"${t.schema}"`;
   admin = new Admin(t.skipq);
   d = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {}, basePath: "/q" });
-  const res = await post("login", { token: TOKEN, next: "/q/" });
-  cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
-  const page = await (await get("jobs")).text();
-  csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1] as string;
+  ({ csrf } = await signIn(browser, { token: TOKEN }, "/q/"));
 });
 afterAll(async () => {
   await d.close();
 });
 
-const get = (path: string) => fetch(new URL(path, d.url), { headers: { cookie }, redirect: "manual" });
-const post = (path: string, form: Record<string, string | string[]>) => {
-  const body = new URLSearchParams();
-  for (const [k, v] of Object.entries(form)) for (const x of Array.isArray(v) ? v : [v]) body.append(k, x);
-  return fetch(new URL(path, d.url), {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded", ...(cookie ? { cookie } : {}) },
-    body: body.toString(),
-    redirect: "manual",
-  });
-};
 const ids = (html: string) => [...html.matchAll(/data-watch-job="(\d+)"/g)].map((m) => m[1] as string);
 
 async function history(

@@ -7,33 +7,25 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, type RunningDashboard, Scheduler, startDashboard } from "../../src/index.js";
 import { insertRawJob, until, useTestQueue } from "../helpers.js";
+import { dashboardSession, signIn } from "./dashboardSession.js";
 
 const TOKEN = "pages-token-0123456789";
 const t = useTestQueue("dashboard_pages");
 let d: RunningDashboard;
 let admin: Admin;
-let cookie: string;
 let csrf: string;
+const browser = dashboardSession(() => d.url);
+const { get, post } = browser;
 
 beforeAll(async () => {
   admin = new Admin(t.skipq);
   d = await startDashboard({ skipq: t.skipq, port: 0, auth: { token: TOKEN }, env: {} });
-  const res = await post("login", { token: TOKEN, next: "/" });
-  cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
-  csrf = /name="_csrf" value="([^"]+)"/.exec(await (await get("cron")).text())?.[1] as string;
+  ({ csrf } = await signIn(browser, { token: TOKEN }));
 });
 afterAll(async () => {
   await d.close();
 });
 
-const get = (path: string) => fetch(new URL(path, d.url), { headers: { cookie }, redirect: "manual" });
-const post = (path: string, form: Record<string, string>) =>
-  fetch(new URL(path, d.url), {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded", ...(cookie ? { cookie } : {}) },
-    body: new URLSearchParams(form).toString(),
-    redirect: "manual",
-  });
 const flash = (res: Response) => decodeURIComponent(res.headers.get("set-cookie") ?? "");
 
 test("a job's timeline: enqueued, the last attempt's start on its worker, its end with the error", async () => {

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { createDashboard, type DashboardOptions, type RunningDashboard, startDashboard } from "../../src/index.js";
 import { useTestQueue } from "../helpers.js";
+import { dashboardSession, signIn } from "./dashboardSession.js";
 
 const ADMIN = "admin-token-0123456789";
 const VIEWER = "viewer-token-0123456789";
@@ -25,28 +26,15 @@ afterAll(async () => {
   await d.close();
 });
 
-const post = (path: string, form: Record<string, string>, headers: Record<string, string> = {}) =>
-  fetch(new URL(path, d.url), {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded", "user-agent": "roles-test/1.0", ...headers },
-    body: new URLSearchParams(form).toString(),
-    redirect: "manual",
-  });
-const get = (path: string, cookie: string) => fetch(new URL(path, d.url), { headers: { cookie }, redirect: "manual" });
-
-async function signIn(form: Record<string, string>) {
-  const res = await post("login", { ...form, next: "/" });
-  expect(res.status).toBe(303);
-  const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(await (await get("jobs", cookie)).text())?.[1] as string;
-  return { cookie, csrf };
-}
+/** A browser of its own (its user agent shows in the audit rows), not signed in. */
+const browser = () => dashboardSession(() => d.url, { "user-agent": "roles-test/1.0" });
+const { post } = browser();
 
 test("the read-only credential sees every page without action forms, and every action answers 403", async () => {
   const { id } = await t.skipq.enqueue("k", {}, { queue: "roles" });
-  const viewer = await signIn({ user: "watcher", password: "look but no touch" });
+  const viewer = await signIn(browser(), { user: "watcher", password: "look but no touch" });
   for (const path of ["", "jobs", `jobs/${id}`, "dead", "workers", "cron", "audit", "outbox", "queues/roles"]) {
-    const res = await get(path, viewer.cookie);
+    const res = await viewer.get(path);
     expect(res.status, path).toBe(200);
     const html = await res.text();
     expect(html, path).toContain("read-only");
@@ -61,29 +49,34 @@ test("the read-only credential sees every page without action forms, and every a
     ["cron/x/pause", {}],
     ["outbox/retry", { topic: "t", key: "k" }],
   ] as Array<[string, Record<string, string>]>) {
-    const res = await post(path, { _csrf: viewer.csrf, ...form }, { cookie: viewer.cookie });
+    const res = await viewer.post(path, { _csrf: viewer.csrf, ...form });
     expect(res.status, path).toBe(403);
   }
   expect((await post(`jobs/${id}/cancel`, {}, { authorization: `Bearer ${VIEWER}` })).status).toBe(403);
   const { rows } = await t.db.query(`SELECT status FROM "${t.schema}".jobs WHERE id = $1`, [id]);
   expect(rows[0].status).toBe("pending");
   // Signing out works for both roles.
-  expect((await post("logout", { _csrf: viewer.csrf }, { cookie: viewer.cookie })).status).toBe(303);
+  expect((await viewer.post("logout", { _csrf: viewer.csrf })).status).toBe(303);
 });
 
 test("every admin action is an audit row (who, what, when, from where), shown on the audit page", async () => {
-  const admin = await signIn({ token: ADMIN });
-  await post("queues/audited/pause", { _csrf: admin.csrf, back: "/" }, { cookie: admin.cookie });
-  await post(
-    "queues/audited/limits",
-    { _csrf: admin.csrf, back: "/", concurrency: "3", rateLimit: "", rateWindow: "" },
-    { cookie: admin.cookie },
-  );
-  await post(
-    "jobs/bulk",
-    { _csrf: admin.csrf, action: "priority", scope: "filter", queue: "audited", priority: "2", confirm: "0" },
-    { cookie: admin.cookie },
-  );
+  const admin = await signIn(browser(), { token: ADMIN });
+  await admin.post("queues/audited/pause", { _csrf: admin.csrf, back: "/" });
+  await admin.post("queues/audited/limits", {
+    _csrf: admin.csrf,
+    back: "/",
+    concurrency: "3",
+    rateLimit: "",
+    rateWindow: "",
+  });
+  await admin.post("jobs/bulk", {
+    _csrf: admin.csrf,
+    action: "priority",
+    scope: "filter",
+    queue: "audited",
+    priority: "2",
+    confirm: "0",
+  });
   const { rows } = await t.db.query(
     `SELECT principal, role, action, target, detail, client, user_agent, at > now() - interval '1 minute' AS recent
        FROM "${t.schema}".dashboard_audit WHERE principal = 'token' ORDER BY id`,
@@ -105,7 +98,7 @@ test("every admin action is an audit row (who, what, when, from where), shown on
     { role: "viewer", action: "sign-in" },
     { role: "viewer", action: "sign-out" },
   ]);
-  const page = await (await get("audit", admin.cookie)).text();
+  const page = await (await admin.get("audit")).text();
   expect(page).toMatch(/<td>token<\/td><td>admin<\/td><td>queue limits<\/td><td>queue audited<\/td>/);
   expect(page).toContain("roles-test/1.0");
 });

@@ -4,6 +4,7 @@ import net from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Admin, createDashboard, type RunningDashboard, startDashboard } from "../../src/index.js";
 import { until, useTestQueue } from "../helpers.js";
+import { dashboardSession, signIn as signInWith } from "./dashboardSession.js";
 
 const TOKEN = "test-token-0123456789abcdef";
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
@@ -57,14 +58,12 @@ const post = (path: string, form: Record<string, string>, headers: Record<string
     redirect: "manual",
   });
 
-async function signIn(): Promise<{ cookie: string; csrf: string }> {
-  const res = await post("login", { token: TOKEN, next: "/" });
-  expect(res.status).toBe(303);
-  const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0] as string;
-  const page = await (await get("/", { cookie })).text();
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1];
-  expect(csrf).toBeTruthy();
-  return { cookie, csrf: csrf as string };
+/** A new session signed in with the token: its cookie and CSRF token. */
+function signIn(): Promise<{ cookie: string; csrf: string }> {
+  return signInWith(
+    dashboardSession(() => d.url),
+    { token: TOKEN },
+  );
 }
 
 test("every route answers 401 without credentials, /metrics and unknown paths included", async () => {
