@@ -1,7 +1,6 @@
 /**
  * The shape of every background loop (reaper, retention, presence, the
- * claimer's refresh, cron, the saga sweeper, the maintainer's leader lease,
- * the worker's heartbeats, the outbox relay, the dashboard's live hub):
+ * claimer's refresh, cron, the saga sweeper, the maintainer's leader lease):
  * `start()` (idempotent), `stop()` (safe before start and twice; waits for a
  * pass in progress), `runOnce()` (one pass, what tests call), a jittered
  * interval between passes, and capped exponential backoff after a failed pass.
@@ -41,8 +40,6 @@ export interface ServiceOptions<R> {
   keepAlive?: boolean;
   /** Called after each failed background pass (not a `runOnce()` call's, which throws to its caller). */
   onFailed?: (error: unknown) => void;
-  /** How a failed pass's warning ends. Default "retrying with backoff". */
-  retrying?: string;
 }
 
 export class Service<R = unknown> {
@@ -52,7 +49,7 @@ export class Service<R = unknown> {
   private readonly failures: FailureLog;
 
   constructor(private readonly o: ServiceOptions<R>) {
-    this.failures = new FailureLog(o.logger, `skipq: ${o.name} pass`, o.retrying);
+    this.failures = new FailureLog(o.logger, `skipq: ${o.name} pass`);
   }
 
   /** True between start() and stop(). */

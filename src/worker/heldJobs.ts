@@ -166,7 +166,10 @@ export class HeldJobs {
   private leave(held: HeldJob): void {
     held.state = "finished";
     this.jobs.delete(held.lease);
-    if (this.newest.get(held.job.id) === held) this.newest.delete(held.job.id);
+    if (this.newest.get(held.job.id) !== held) return;
+    this.newest.delete(held.job.id);
+    // An earlier hold of the same job, still running, is its newest now (a cancel hint names the id).
+    for (const other of this.jobs.values()) if (other.job.id === held.job.id) this.newest.set(other.job.id, other);
   }
 }
 

@@ -26,7 +26,7 @@ import { SkipqError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import type { JobFeatureStore } from "../db/jobFeatureStore.js";
 import type { JobStore } from "../db/jobStore.js";
-import { Service } from "../shared/service.js";
+import { FailureLog } from "../shared/failureLog.js";
 import type { HeldJobs } from "./heldJobs.js";
 import type { Running, WorkerStats } from "./types.js";
 
@@ -46,29 +46,37 @@ export interface LeasesOptions {
 }
 
 export class Leases {
-  /** The batched heartbeat, every `heartbeatMs`: passes never overlap, a failing one is logged throttled. */
-  private readonly beat: Service<void>;
+  /**
+   * The batched heartbeat, every `heartbeatMs`, on a plain interval rather than a Service: a heartbeat that
+   * hangs (a dropped connection, a row another transaction holds) must not delay the next one, which goes
+   * out on another connection — a Service's passes never overlap, and one hung pass would let every held
+   * lease run out.
+   */
+  private timer: NodeJS.Timeout | undefined;
+  /** Failed heartbeats, logged throttled (the first, every 20th, one line when they work again). */
+  private readonly failures: FailureLog;
   private progressTimer: NodeJS.Timeout | undefined;
   /** Statements in flight that carry progress values (a job's end waits for them). */
   private readonly progressWrites = new Set<Promise<unknown>>();
   private progressSoon: Promise<void> | undefined;
 
   constructor(private readonly o: LeasesOptions) {
-    this.beat = new Service({
-      name: "heartbeat",
-      intervalMs: o.heartbeatMs,
-      run: () => this.heartbeatAll(),
-      logger: o.logger,
-      // No backoff: a lease not extended expires, so a failed heartbeat is tried again at the next interval.
-      retryWait: () => o.heartbeatMs,
-      retrying: "will retry at the next interval",
-      onFailed: o.onWarning,
-    });
+    this.failures = new FailureLog(o.logger, "skipq: heartbeat", "will retry at the next interval");
   }
 
-  /** Heartbeats every interval until stop(). Idempotent. */
+  /** Heartbeats every interval until stop(). Idempotent. No backoff after a failure: a lease not extended expires. */
   start(): void {
-    this.beat.start();
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      this.heartbeatAll().then(
+        () => this.failures.succeeded(),
+        (error) => {
+          this.o.onWarning(error);
+          this.failures.failed(error);
+        },
+      );
+    }, this.o.heartbeatMs);
+    this.timer.unref();
   }
 
   /**
@@ -76,9 +84,10 @@ export class Leases {
    * database that does not answer it could hold the worker's stop for as long as the connection hangs.
    */
   stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
     clearTimeout(this.progressTimer);
     this.progressTimer = undefined;
-    void this.beat.stop();
   }
 
   /** One heartbeat for every held job; those the database no longer honours are lost. Throws when it failed. */
@@ -107,9 +116,15 @@ export class Leases {
       return;
     }
     const kept = new Set(alive);
+    // Two holds of one job (its lease ran out under a running handler, and this worker leased it again) share
+    // an id in the answer, which names ids only: the newest hold is the one whose lease the database honoured.
+    const ids = new Set<string>();
+    const twice = new Set<string>();
+    for (const running of sent) (ids.has(running.job.id) ? twice : ids).add(running.job.id);
     const lost: Running[] = [];
     for (const running of sent) {
-      if (kept.has(running.job.id)) running.confirmedAt = asked;
+      const id = running.job.id;
+      if (kept.has(id) && (!twice.has(id) || this.o.held.get(id) === running)) running.confirmedAt = asked;
       // A heartbeat sent just before ctx.completeTx wrote: the job is gone because its caller committed.
       else if (!running.completedTx) lost.push(running);
     }

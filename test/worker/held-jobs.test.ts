@@ -149,3 +149,14 @@ test("a job leased again while its earlier attempt still runs is held twice, and
   expect(jobs.finish(again)).toBe("record");
   expect([jobs.size, jobs.has("6")]).toEqual([0, false]);
 });
+
+test("when the newer hold of a job ends first, the earlier one still running is its newest again", () => {
+  const { jobs, claim } = held();
+  const first = claim("7");
+  jobs.start(first);
+  const again = jobs.claimed({ ...row("7"), lease: "lease-7-again", attempts: 2 }, undefined, performance.now());
+  jobs.start(again);
+  expect(jobs.finish(again)).toBe("record");
+  // A cancel hint names the id: it must still find the hold that runs.
+  expect([jobs.size, jobs.get("7")]).toEqual([1, first]);
+});

@@ -119,6 +119,48 @@ test("a heartbeat that finds the lease gone says why: cancelled when history say
   await skipq.close();
 });
 
+test("a job leased again while its earlier attempt still runs: the heartbeat loses the earlier hold, not confirms it", async () => {
+  // The heartbeat's answer names ids: with both holds of one job sent, the id comes back for the newer lease,
+  // and the earlier hold must not take it as its own (it was kept alive, its handler running beside the rerun).
+  let release: () => void = () => undefined;
+  const rerun = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const calls: string[] = [];
+  const w = t.skipq
+    .worker({
+      queues: ["again"],
+      maintenance: false,
+      lockTimeout: "60s",
+      heartbeatInterval: "100ms",
+      pollInterval: "50ms",
+    })
+    .register("twice", async (_payload, ctx) => {
+      const n = calls.push("running");
+      if (n === 1) {
+        await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve()));
+        calls[0] = (ctx.signal.reason as { code: string }).code;
+        throw ctx.signal.reason;
+      }
+      await rerun;
+    });
+  workers.push(w);
+  await w.start();
+  const { id } = await t.skipq.enqueue("twice", {}, { queue: "again" });
+  await until("the first attempt running", () => calls.length === 1);
+  // The reaper's move, by hand: the job is pending again under no lease, and this worker claims it again.
+  await t.db.query(
+    `UPDATE "${t.schema}".jobs SET status = 'pending', lease = NULL, lease_expires_at = NULL, run_at = now() WHERE id = $1`,
+    [id],
+  );
+  await until("the rerun running", () => calls.length === 2);
+  await until("the earlier attempt aborted, its lease lost", () => calls[0] === "SKIPQ_LEASE_LOST", 5000);
+  expect(w.stats.leasesLost).toBe(1);
+  release();
+  await until("the rerun completed", async () => (await status(id)) === "completed");
+  await w.stop();
+});
+
 test("while the database refuses outcomes, the worker stops claiming at its backlog cap, and catches up after", async () => {
   const s = `"${t.schema}"`;
   // Completions fail (a trigger raises); claims and heartbeats still work.
