@@ -1,6 +1,8 @@
 /**
  * The shape of every background loop (reaper, retention, presence, the
- * claimer's refresh, cron, the saga sweeper, the maintainer's leader lease):
+ * claimer's refresh, cron, the saga sweeper, the maintainer's leader lease,
+ * the outbox relay, the dashboard's live hub; not the worker's heartbeat,
+ * whose passes must overlap: worker/leases.ts):
  * `start()` (idempotent), `stop()` (safe before start and twice; waits for a
  * pass in progress), `runOnce()` (one pass, what tests call), a jittered
  * interval between passes, and capped exponential backoff after a failed pass.
