@@ -199,6 +199,7 @@ export class Maintainer {
   private readonly logger: Logger;
   private readonly local = new Set<LocalService>();
   private started = false;
+  private closed = false;
 
   constructor(o: MaintainerOptions) {
     this.own = new LeaderTasks(o);
@@ -239,7 +240,8 @@ export class Maintainer {
 
   /** Joins its client's leader tasks (running its own when none run yet) and starts its local services. Idempotent. */
   async start(): Promise<void> {
-    if (this.started) return;
+    // Stopped once, never again: a start racing its worker's stop must not join the client's leader tasks.
+    if (this.started || this.closed) return;
     this.started = true;
     await this.group.join(this.own, this.logger);
     for (const service of this.local) await service.start();
@@ -252,6 +254,7 @@ export class Maintainer {
   async stop(): Promise<void> {
     const was = this.started;
     this.started = false;
+    this.closed = true;
     await Promise.all([...this.local].map((s) => s.stop()));
     if (was) await this.group.leave(this.own);
     // Never started: its own tasks never ran, but its lease may have been taken by hand (tests do): given up.

@@ -316,7 +316,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if ((this.options.checkSchema ?? true) && !(await this.schemaCurrent())) return;
     void this.listener?.start();
     await this.claimer.start();
+    // stop() while start() waited: its shutdown closed what existed; start nothing more.
+    if (this.state !== "running") return;
     await this.maintainer?.start();
+    if (this.state !== "running") return;
     this.presence?.start();
     this.leases.start();
     this.loop = this.fetcher.loop();

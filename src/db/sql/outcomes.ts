@@ -113,8 +113,8 @@ export function jobsBackToPending(t: OutcomeTables, o: SettledRows): string {
 
 /**
  * Every outcome but success, as CTEs `d`, `again`, `gone`, `buried` and `workflow`, one row of `rows` per job:
- * 'retry' goes back to pending after delay_ms, or to history as dead when attempts are used up; 'snooze' and
- * 'release' go back to pending without consuming the attempt; 'dead' and 'cancel' go to history, and their
+ * 'retry' goes back to pending after delay_ms, or to history as dead when attempts are used up; 'snoozed' and
+ * 'released' go back to pending without consuming the attempt; 'dead' and 'cancelled' go to history, and their
  * dependents are resolved (workflows). The two data-modifying CTEs take disjoint rows (their conditions
  * exclude each other). A debounced job that goes back to pending leaves its debounce group (debounce_key
  * NULL): a newer pending job of its key may exist, and jobs_debounce admits one (migration 0018). `entry`:
