@@ -54,19 +54,19 @@ export class JobFeatureStore {
 
   /**
    * Extends leases by `leaseMs` and writes each job's `progress` (JSON text; undefined keeps the stored
-   * value); returns the ids still held.
+   * value); returns the leases still held.
    */
   async heartbeatWithProgress(
     jobs: ReadonlyArray<{ id: string; lease: string; progress: string | undefined }>,
     leaseMs: number,
   ): Promise<string[]> {
-    const { rows } = await this.store.query<{ id: string }>(this.sql.jobHeartbeatProgressMany, [
+    const { rows } = await this.store.query<{ lease: string }>(this.sql.jobHeartbeatProgressMany, [
       jobs.map((j) => j.id),
       jobs.map((j) => j.lease),
       leaseMs,
       jobs.map((j) => j.progress ?? null),
     ]);
-    return rows.map((r) => r.id);
+    return rows.map((r) => r.lease);
   }
 
   /** Inserts a job with a uniqueness window on `db`; null when the key is held (see `findUnique`). */

@@ -165,14 +165,14 @@ export class JobStore {
     return rows;
   }
 
-  /** Extends leases by `leaseMs`; returns the ids still held. */
+  /** Extends leases by `leaseMs`; returns the leases still held (a lease names one claim; an id can be held twice). */
   async heartbeatMany(jobs: ReadonlyArray<{ id: string; lease: string }>, leaseMs: number): Promise<string[]> {
-    const { rows } = await this.store.query<{ id: string }>(this.sql.jobHeartbeatMany, [
+    const { rows } = await this.store.query<{ lease: string }>(this.sql.jobHeartbeatMany, [
       jobs.map((j) => j.id),
       jobs.map((j) => j.lease),
       leaseMs,
     ]);
-    return rows.map((r) => r.id);
+    return rows.map((r) => r.lease);
   }
 
   /** Of `ids` (jobs whose leases are gone), those cancelled by an operator. */

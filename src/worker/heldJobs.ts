@@ -51,6 +51,8 @@ export class HeldJobs {
   private readonly jobs = new Map<string, HeldJob>();
   /** The newest hold of each job id (what a cancel message or a progress write names). */
   private readonly newest = new Map<string, HeldJob>();
+  /** Holds beyond the first of their job (a job leased again while an earlier hold still runs): rare. */
+  private extraHolds = 0;
 
   /** `release` hands a job back to the database (fenced by its lease; its attempt not used). */
   constructor(private readonly release: (running: Running) => void) {}
@@ -82,6 +84,7 @@ export class HeldJobs {
   claimed(row: ClaimedRow, trace: Running["trace"], claimedAt: number): HeldJob {
     const held = new HeldJob(row, trace, claimedAt);
     this.jobs.set(held.lease, held);
+    if (this.newest.has(held.job.id)) this.extraHolds++;
     this.newest.set(held.job.id, held);
     return held;
   }
@@ -166,10 +169,17 @@ export class HeldJobs {
   private leave(held: HeldJob): void {
     held.state = "finished";
     this.jobs.delete(held.lease);
-    if (this.newest.get(held.job.id) !== held) return;
-    this.newest.delete(held.job.id);
+    const id = held.job.id;
+    // Almost always the job's only hold: no other to look for (a scan per finish would cost every job).
+    let other: HeldJob | undefined;
+    if (this.extraHolds > 0) {
+      for (const h of this.jobs.values()) if (h.job.id === id) other = h;
+      if (other) this.extraHolds--;
+    }
+    if (this.newest.get(id) !== held) return;
     // An earlier hold of the same job, still running, is its newest now (a cancel hint names the id).
-    for (const other of this.jobs.values()) if (other.job.id === held.job.id) this.newest.set(other.job.id, other);
+    if (other) this.newest.set(id, other);
+    else this.newest.delete(id);
   }
 }
 

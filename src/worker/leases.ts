@@ -106,25 +106,21 @@ export class Leases {
   }
 
   /**
-   * Jobs sent at `asked` and confirmed alive keep their leases (confirmedAt); the others are lost. A lease
+   * Jobs sent at `asked` whose leases came back keep them (confirmedAt); the others are lost. A lease
    * gone because an operator cancelled the job (the heartbeat can see it before the cancel message arrives)
    * ends as cancelled, not as a lost lease.
    */
-  private async loseMissing(sent: readonly Running[], alive: readonly string[], asked: number): Promise<void> {
-    if (alive.length === sent.length) {
+  private async loseMissing(sent: readonly Running[], aliveLeases: readonly string[], asked: number): Promise<void> {
+    if (aliveLeases.length === sent.length) {
       for (const running of sent) running.confirmedAt = asked;
       return;
     }
-    const kept = new Set(alive);
-    // Two holds of one job (its lease ran out under a running handler, and this worker leased it again) share
-    // an id in the answer, which names ids only: the newest hold is the one whose lease the database honoured.
-    const ids = new Set<string>();
-    const twice = new Set<string>();
-    for (const running of sent) (ids.has(running.job.id) ? twice : ids).add(running.job.id);
+    // By lease, not id: two holds of one job (its lease ran out under a running handler and this worker leased
+    // it again) share an id, and only one of their leases is honoured.
+    const kept = new Set(aliveLeases);
     const lost: Running[] = [];
     for (const running of sent) {
-      const id = running.job.id;
-      if (kept.has(id) && (!twice.has(id) || this.o.held.get(id) === running)) running.confirmedAt = asked;
+      if (kept.has(running.lease)) running.confirmedAt = asked;
       // A heartbeat sent just before ctx.completeTx wrote: the job is gone because its caller committed.
       else if (!running.completedTx) lost.push(running);
     }

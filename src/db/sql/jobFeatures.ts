@@ -42,14 +42,14 @@ export function jobFeatureStatements(names: Schema) {
        * jobHeartbeatMany that also writes progress: $4 holds each job's latest ctx.progress() value as JSON
        * text, or NULL to keep the stored one. Used instead of the plain heartbeat only while some held job
        * has progress not yet written, so a handler's progress calls cost no statements of their own beyond
-       * one per progressInterval. Returns the ids still held.
+       * one per progressInterval. Returns the leases still held (as jobHeartbeatMany).
        */
       jobHeartbeatProgressMany: `UPDATE ${jobs} AS j
           SET locked_at = now(), lease_expires_at = now() + $3::float8 * interval '1 millisecond', updated_at = now(),
               progress = COALESCE(d.progress::jsonb, j.progress)
          FROM unnest($1::bigint[], $2::bigint[], $4::text[]) AS d(id, lease, progress)
         WHERE j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease
-       RETURNING j.id`,
+       RETURNING j.lease`,
 
       /**
        * Appends one attempt's log entry ($3, JSON text) to each job of $1 whose lease is $2, keeping the job's

@@ -238,6 +238,9 @@ export function jobStatements(names: Schema) {
         from: "unnest($1::bigint[], $2::bigint[]) AS d(id, lease)",
         match: "j.id = ANY ($1::bigint[]) AND j.id = d.id AND j.lease = d.lease",
         leaseMs: "$3::float8",
+        // The leases, not the ids: two holds of one job (its lease ran out under a running handler and this
+        // worker leased it again) share an id, and only the lease says which one the database honoured.
+        returning: "j.lease",
       }),
 
       /** Of jobs $1 (leases a heartbeat found gone), those an operator cancelled. */

@@ -147,13 +147,16 @@ export function jobsSettled(t: OutcomeTables, o: SettledRows): string {
  * are extended by `leaseMs` (SQL, ms); returns their ids. jobHeartbeatMany and the protocol's skipq_heartbeat
  * are this.
  */
-export function leasesExtended(jobs: string, o: { from?: string; match: string; leaseMs: string }): string {
+export function leasesExtended(
+  jobs: string,
+  o: { from?: string; match: string; leaseMs: string; returning?: string },
+): string {
   return `UPDATE ${jobs} AS j
           SET locked_at = now(), lease_expires_at = now() + ${o.leaseMs} * interval '1 millisecond', updated_at = now()${
             o.from ? `\n         FROM ${o.from}` : ""
           }
         WHERE ${o.match}
-       RETURNING j.id`;
+       RETURNING ${o.returning ?? "j.id"}`;
 }
 
 /**
